@@ -1,0 +1,197 @@
+"""The adapter contract: ``info``, a pure ``plan(case)``, ``load`` and ``rollout``.
+
+``plan`` is the translation the user asked for: pure, CPU-only and byte-identical for the same case and adapter
+version, so golden tests can pin it. ``rollout`` owns the runtime and yields chunks of frames; ``generate`` owns
+the disk. Everything optional is a keyword with a default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+class AdapterError(RuntimeError):
+    """A model cannot run or cannot express a case; the message says what is missing and what to do."""
+
+
+class UnsupportedMotion(AdapterError):
+    """The case asks for a motion the model cannot express. Never substitute another motion silently."""
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    name: str
+    version: str
+    width: int  # native frame width (pixels)
+    height: int
+    fps: float
+    fps_source: str  # which source governs the fps: "writer", "config", "engine", ...
+    chunk_frames: int  # frames per later chunk
+    first_chunk_frames: int  # frames of the first chunk
+    duration_unit: str  # "frames", "latents (x4 frames)", "33-frame actions", "caption lines (~2 s)", ...
+    control: str  # "poses", "keyboard+mouse", "text", "action-dsl", ...
+    pose_convention: str  # e.g. "c2w OpenCV", "w2c RealEstate10K", "none"
+    intrinsics_regime: int  # 1 none, 2 fixed/derived, 3 estimated at runtime, 4 required (transformed)
+    aspect_policy: str  # "crop", "pad", "stretch", "render" (the Engine renders any aspect)
+    context_policies: tuple[str, ...] = ()
+    hf_ids: tuple[str, ...] = ()
+    repository: str = ""
+    licence: str = ""
+    integration: str = ""  # "A" file/CLI, "B" patch adds an input path, "C" import the pipeline, "engine"
+    image_conditioned: bool = True
+    notes: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["context_policies"] = list(self.context_policies)
+        d["hf_ids"] = list(self.hf_ids)
+        return d
+
+
+@dataclass
+class Chunk:
+    """Frames produced by one rollout step: ``frames`` (T, H, W, 3) uint8 for video frames [start, start+T)."""
+
+    start: int
+    frames: np.ndarray
+    context_ids: list[int] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def horizontal_fov_deg(fx: float, width: float) -> float:
+    return math.degrees(2 * math.atan(width / (2 * fx)))
+
+
+@dataclass
+class NativeInputs:
+    """The exact native inputs of one case for one model, plus what is needed to describe and write them."""
+
+    adapter: str
+    adapter_version: str
+    case_id: str
+    width: int
+    height: int
+    fps: float
+    n_frames: int
+    segment_frames: list[tuple[int, int]]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # saved in plan.npz (and native files below)
+    files: dict[str, Any] = field(default_factory=dict)  # exact files the model's entry point reads: name -> content
+    intrinsics: dict = field(default_factory=dict)
+    prompt: str = ""
+    prompt_source: str | None = None
+    caveats: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        """JSON-able description (``plan.json``)."""
+        return {
+            "adapter": self.adapter,
+            "adapter_version": self.adapter_version,
+            "case_id": self.case_id,
+            "width": self.width,
+            "height": self.height,
+            "fps": self.fps,
+            "n_frames": self.n_frames,
+            "segment_frames": [list(map(int, r)) for r in self.segment_frames],
+            "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in self.arrays.items()},
+            "files": sorted(self.files),
+            "intrinsics": _jsonable(self.intrinsics),
+            "prompt": self.prompt,
+            "prompt_source": self.prompt_source,
+            "caveats": list(self.caveats),
+            "extra": _jsonable(self.extra),
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 over the description, arrays and files: equal fingerprints mean byte-identical plans."""
+        h = hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode())
+        for k in sorted(self.arrays):
+            a = np.ascontiguousarray(self.arrays[k])
+            h.update(k.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
+        for k in sorted(self.files):
+            h.update(k.encode() + _file_bytes(k, self.files[k]))
+        return h.hexdigest()
+
+    def write(self, folder: str | Path) -> list[str]:
+        """Write ``plan.json``, the native files, and ``plan.npz`` with all arrays. Returns the file names."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, content in sorted(self.files.items()):
+            p = folder / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(_file_bytes(name, content))
+            written.append(name)
+        if self.arrays:
+            np.savez(folder / "plan.npz", **self.arrays)
+            written.append("plan.npz")
+        desc = self.describe()
+        desc["fingerprint"] = self.fingerprint()
+        (folder / "plan.json").write_text(json.dumps(desc, indent=2, sort_keys=True))
+        written.append("plan.json")
+        return written
+
+
+def _file_bytes(name: str, content: Any) -> bytes:
+    if isinstance(content, bytes):
+        return content
+    if isinstance(content, str):
+        return content.encode()
+    if isinstance(content, np.ndarray):
+        buf = io.BytesIO()
+        np.save(buf, content, allow_pickle=False)
+        return buf.getvalue()
+    if isinstance(content, dict) and name.endswith(".npz"):
+        buf = io.BytesIO()
+        np.savez(buf, **content)
+        return buf.getvalue()
+    return json.dumps(_jsonable(content), indent=2, sort_keys=True).encode()
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+class Adapter:
+    """Base class. Subclasses set ``info`` and implement ``plan``; runnable ones implement ``load`` and ``rollout``."""
+
+    info: AdapterInfo
+
+    def __init__(self, **model_args):
+        self.model_args = dict(model_args)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def plan(self, case) -> NativeInputs:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:  # pragma: no cover
+        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+
+    def resolved_config(self) -> dict:
+        return {"adapter": self.info.name, "version": self.info.version, "model_args": _jsonable(self.model_args)}

@@ -1,0 +1,243 @@
+"""The Engine: a CPU world model with ground truth, behind the same adapter contract as a real model.
+
+``engine`` renders exactly what is commanded (Engine GT): a seeded voxel world (see :mod:`.world`) seen from the
+case's commanded camera-to-world poses at the native fps, with the case's intrinsics transformed to the native
+size (regime 4, centre-crop to the native aspect). Third-person cases draw an avatar in the lower middle of the
+frame. Scenes come from the case's ``scene`` spec; an image-conditioned case is refused, because the Engine renders
+its own scenes.
+
+Model args (``--model-args`` / ``key=value``): ``width``, ``height`` (default 256), ``fps`` (16), ``chunk`` (frames
+per chunk, 16), ``fog_m`` (view distance, 28 m).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import numpy as np
+
+from ..base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
+
+THIRD_PERSON_EYE_M = 2.2
+FIRST_PERSON_EYE_M = 1.6
+AVATAR_DEPTH_M = 2.5
+
+
+def transform_intrinsics_crop(k, src_size, dst_size) -> tuple[list[float], dict]:
+    """Centre-crop the source image to the destination aspect, then scale: returns native [fx, fy, cx, cy] and the
+    transform (crop box in source pixels, scale). Pixel-centre convention: a pixel's centre is at integer coords."""
+    fx, fy, cx, cy = map(float, k)
+    sw, sh = src_size
+    dw, dh = dst_size
+    if sw / sh > dw / dh:  # source wider: crop width
+        cw, ch = sh * dw / dh, float(sh)
+    else:
+        cw, ch = float(sw), sw * dh / dw
+    x0, y0 = (sw - cw) / 2, (sh - ch) / 2
+    s = dw / cw
+    # pixel centres: u_dst + 0.5 = s * (u_src + 0.5 - x0)
+    out = [fx * s, fy * s, (cx + 0.5 - x0) * s - 0.5, (cy + 0.5 - y0) * s - 0.5]
+    return out, {"policy": "crop", "crop_xywh": [x0, y0, cw, ch], "scale": s, "src_size": [sw, sh], "dst_size": [dw, dh]}
+
+
+class EngineAdapter(Adapter):
+    info = AdapterInfo(
+        name="engine", version="1.0", width=256, height=256, fps=16.0, fps_source="engine (exact)",
+        chunk_frames=16, first_chunk_frames=16, duration_unit="frames", control="poses",
+        pose_convention="c2w OpenCV (absolute, metres)", intrinsics_regime=4, aspect_policy="crop",
+        context_policies=(), hf_ids=(), repository="worldgate (built in)", licence="same as worldgate",
+        integration="engine", image_conditioned=False,
+        notes="CPU voxel world with ground truth: renders exactly the commanded poses",
+    )
+
+    def __init__(self, width: int = 256, height: int = 256, fps: float = 16.0, chunk: int = 16, fog_m: float = 28.0,
+                 threads: int = 0, **model_args):
+        super().__init__(width=int(width), height=int(height), fps=float(fps), chunk=int(chunk), fog_m=float(fog_m),
+                         **model_args)
+        self.threads = int(threads)  # 1: one core; 0: all cores (frames are identical either way)
+        self.width, self.height, self.fps, self.chunk, self.fog_m = int(width), int(height), float(fps), int(chunk), float(fog_m)
+        if self.width < 16 or self.height < 16 or self.fps <= 0 or self.chunk < 1:
+            raise AdapterError(f"engine: bad size/fps/chunk {self.width}x{self.height} @ {self.fps} fps, chunk {self.chunk}")
+        self._worlds: dict = {}
+
+    # ------------------------------------------------------------------------------------------------ plan
+    def plan(self, case) -> NativeInputs:
+        if case.image is not None or case.scene is None:
+            raise AdapterError(
+                f"engine renders its own scenes and cannot be conditioned on an image (case {case.id} of suite "
+                f"{case.suite!r}); run an Engine suite such as 'worldmark-engine' instead"
+            )
+        traj, fps = case.trajectory, self.fps
+        n = traj.n_frames(fps)
+        poses = traj.poses(fps, n)
+        size = (self.width, self.height)
+        if case.intrinsics is not None and case.image_size is not None:
+            k, transform = transform_intrinsics_crop(case.intrinsics, case.image_size, size)
+            case_fov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0])
+        else:
+            f = self.width / (2 * math.tan(math.radians(66.0) / 2))
+            k, transform, case_fov = [f, f, (self.width - 1) / 2, (self.height - 1) / 2], {"policy": "default 66 deg"}, None
+        # the path (and what the world must keep clear of) in world X, Z
+        fine = traj.poses(fps * 4, traj.n_frames(fps * 4))
+        arrays = {
+            "c2w": poses.astype(np.float64),
+            "intrinsics": np.asarray(k, np.float64),
+            "times": np.arange(n, dtype=np.float64) / fps,
+            "keepout_xz": np.concatenate([fine[:, :3, 3], poses[-1:, :3, 3]])[:, [0, 2]].astype(np.float64),
+        }
+        scene = dict(case.scene)
+        return NativeInputs(
+            adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=self.width,
+            height=self.height, fps=fps, n_frames=n, segment_frames=traj.segment_frames(fps, n), arrays=arrays,
+            files={"poses.npy": arrays["c2w"], "intrinsics.npy": arrays["intrinsics"],
+                   "scene.json": {"scene": scene, "view": case.view}},
+            intrinsics={"regime": 4, "case": case.intrinsics, "case_image_size": case.image_size, "native": k,
+                        "transform": transform, "case_hfov_deg": case_fov,
+                        "native_hfov_deg": horizontal_fov_deg(k[0], self.width)},
+            prompt=case.prompt, prompt_source=case.prompt_source,
+            extra={"scene": scene, "view": case.view, "duration_s": traj.duration},
+        )
+
+    # ------------------------------------------------------------------------------------------------ runtime
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        from . import render, world  # noqa: F401  (compiles or loads the cached ray caster)
+
+        self._compile_once()
+
+    def _kernel(self):
+        from . import render
+
+        if self.threads == 1:
+            return render.render_frame
+        if self.threads > 1:
+            import numba
+
+            numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        return render.render_frame_parallel
+
+    def _compile_once(self):
+        from .world import B
+
+        render_frame = self._kernel()
+        if getattr(render_frame, "_worldgate_warm", False):
+            return
+        mat = np.zeros((8, 8, 8), np.uint8)
+        z = np.zeros((8, 8, 8), np.uint16)
+        lv = np.zeros((8, 8, 8), np.uint8)
+        occ = np.zeros((2, 2, 2), np.uint8)
+        render_frame(mat, z, lv, occ, B, 2, np.ones((2, 3), np.float32), np.zeros(2, np.int8), np.zeros(2, np.int8),
+                     np.zeros(2, np.float32), np.ones((2, 3), np.float32), np.eye(3), 4.0, 4.0, 4.0, 0.25, 4.0, 4.0,
+                     2.0, 2.0, 5.0, 1.0, np.ones(3), np.ones(3), 1, np.zeros((4, 4, 3), np.uint8),
+                     np.zeros((4, 4), np.float32), np.zeros((4, 4), np.int32))
+        render_frame._worldgate_warm = True
+
+    def world_for(self, plan: NativeInputs):
+        from .world import build_world
+
+        scene = plan.extra["scene"]
+        eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
+        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, plan.arrays["keepout_xz"].tobytes())
+        if key not in self._worlds:
+            self._worlds.clear()  # one world at a time: a case resets all state
+            self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"),
+                                            plan.arrays["keepout_xz"], eye_height=eye,
+                                            duration_hint=float(plan.extra.get("duration_s", 20.0)))
+        return self._worlds[key]
+
+    def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0):
+        """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
+        from .world import B, G, NX, NZ, VS
+
+        render_frame = self._kernel()
+        H, W = self.height, self.width
+        rgb = np.empty((H, W, 3), np.uint8)
+        depth = np.empty((H, W), np.float32)
+        ids = np.empty((H, W), np.int32)
+        state, tint = world.state_at(t)
+        X, Y, Z = c2w[:3, 3]
+        ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
+        render_frame(world.mat, world.inst, world.level, world.occ, B, G, world.palette, _texkind(), world.inst_mode,
+                     state, tint, np.ascontiguousarray(c2w[:3, :3], dtype=np.float64), ox, oh, oz, VS,
+                     k[0], k[1], k[2] + 0.5, k[3] + 0.5, self.fog_m, 0.35 * self.fog_m, world.sky_top,
+                     world.sky_horizon, world.seed % 100000, rgb, depth, ids)
+        if with_avatar:
+            _draw_avatar(rgb, depth, ids, walk_phase)
+        return rgb, depth, ids
+
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0, with_gt: bool = False) -> Iterator[Chunk]:
+        self._compile_once()
+        world = self.world_for(plan)
+        c2w, k, times = plan.arrays["c2w"], plan.arrays["intrinsics"], plan.arrays["times"]
+        third = plan.extra.get("view") == "third"
+        walked = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(c2w[:, :3, 3], axis=0), axis=1))])
+        for start in range(0, plan.n_frames, self.chunk):
+            stop = min(start + self.chunk, plan.n_frames)
+            frames = np.empty((stop - start, self.height, self.width, 3), np.uint8)
+            depths, idss = [], []
+            for i in range(start, stop):
+                rgb, depth, ids = self.render(world, c2w[i], k, float(times[i]), third, walked[i] / 0.7)
+                frames[i - start] = rgb
+                if with_gt:
+                    depths.append(depth)
+                    idss.append(ids)
+            extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
+            yield Chunk(start=start, frames=frames, extra=extra)
+
+
+def _texkind():
+    from .world import TEXKIND
+
+    return TEXKIND
+
+
+_AVATAR_CACHE: dict = {}
+
+
+def _avatar_sprite(H: int, W: int, phase_idx: int):
+    """A back-view humanoid in the lower middle of the frame; 8 walk-cycle poses. Returns (mask, rgb uint8)."""
+    key = (H, W, phase_idx)
+    if key in _AVATAR_CACHE:
+        return _AVATAR_CACHE[key]
+    fig_h = 0.36 * H
+    fig_w = 0.42 * fig_h
+    top = 0.97 * H - fig_h
+    yy, xx = np.mgrid[0:H, 0:W].astype(np.float64)
+    u = (xx + 0.5 - W / 2) / fig_w  # -0.5..0.5 across the figure
+    v = (yy + 0.5 - top) / fig_h  # 0 at the top of the head, 1 at the feet
+    ph = 2 * np.pi * phase_idx / 8
+    swing = 0.06 * np.sin(ph)
+    rgb = np.zeros((H, W, 3))
+    mask = np.zeros((H, W), bool)
+
+    def paint(region, color):
+        rgb[region] = color
+        mask[region] = True
+
+    legl = (u > -0.17) & (u < -0.02) & (v > 0.56) & (v < 1.0 - max(0.0, swing))
+    legr = (u > 0.02) & (u < 0.17) & (v > 0.56) & (v < 1.0 - max(0.0, -swing))
+    paint(legl | legr, (0.15, 0.17, 0.3))
+    arml = (u > -0.3 + swing * 0.5) & (u < -0.19 + swing * 0.5) & (v > 0.22) & (v < 0.52)
+    armr = (u > 0.19 - swing * 0.5) & (u < 0.3 - swing * 0.5) & (v > 0.22) & (v < 0.52)
+    paint(arml | armr, (0.55, 0.2, 0.15))
+    torso = (u > -0.19) & (u < 0.19) & (v > 0.2) & (v < 0.58)
+    paint(torso, (0.7, 0.25, 0.18))
+    pack = (u > -0.13) & (u < 0.13) & (v > 0.26) & (v < 0.48)
+    paint(pack, (0.25, 0.35, 0.2))
+    head = (u / 0.13) ** 2 + ((v - 0.1) / 0.1) ** 2 < 1
+    paint(head, (0.22, 0.14, 0.08))
+    # a fixed fabric texture so the sprite has detail
+    tex = 0.8 + 0.3 * ((np.floor(xx / 2) * 7 + np.floor(yy / 2) * 13) % 5) / 5
+    out = (np.clip(rgb * tex[..., None], 0, 1) * 255).astype(np.uint8)
+    _AVATAR_CACHE[key] = (mask, out)
+    return mask, out
+
+
+def _draw_avatar(rgb, depth, ids, walk_phase: float):
+    from .world import ID_AVATAR
+
+    H, W = depth.shape
+    mask, sprite = _avatar_sprite(H, W, int(walk_phase * 8) % 8)
+    rgb[mask] = sprite[mask]
+    depth[mask] = AVATAR_DEPTH_M
+    ids[mask] = ID_AVATAR

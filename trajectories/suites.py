@@ -1,0 +1,262 @@
+"""Suites: manifests of cases (id, reference image or Engine scene, prompt, trajectory, intrinsics, tags).
+
+- ``worldmark`` reads WorldMark's official ``arena_inputs`` layout from ``--data DIR`` (500 cases: {first, third}
+  view x {real, style} domain x 25 images x their 5 action ids). Prompts are taken verbatim by ``file:row``, the
+  intrinsics from the per-image ``.npy`` (original-image pixels).
+- ``worldmark-engine`` runs the same 15-sequence protocol on Engine scenes (first- and third-person, a realistic and
+  a stylised palette). It needs no data; by default a 15-case subset (every action id once), ``full=True`` gives
+  500 cases in the same shape as the official suite.
+- ``manifest`` (or a path ending in ``.json``/``.jsonl``) reads user cases: one JSON object per case with keys
+  ``id``, ``trajectory`` (name, text or segments), optional ``image``, ``scene``, ``prompt``, ``intrinsics``,
+  ``image_size``, ``view``, ``tags``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import library
+from .core import Trajectory, TrajectoryError
+
+CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+WORLDMARK_SOURCE = "https://github.com/AlayaLab/WorldMark (arena_inputs/, MIT licence)"
+
+
+class SuiteError(ValueError):
+    """A suite could not be read; the message says what was expected and where to get it."""
+
+
+def check_case_id(case_id: str) -> str:
+    """Case ids become folder names: only [A-Za-z0-9_.-], not starting with a dot, no '..'."""
+    if not isinstance(case_id, str) or not CASE_ID.match(case_id) or ".." in case_id:
+        raise SuiteError(
+            f"case id {case_id!r} is not safe as a folder name: use 1-128 characters from [A-Za-z0-9_.-], "
+            "starting with a letter or digit, without '..'"
+        )
+    return case_id
+
+
+@dataclass
+class Case:
+    id: str
+    suite: str
+    trajectory: Trajectory
+    prompt: str = ""
+    prompt_source: str | None = None
+    image: str | None = None  # reference image path (image-conditioned suites)
+    scene: dict | None = None  # Engine scene spec: {"seed", "palette", ...}
+    intrinsics: list[float] | None = None  # [fx, fy, cx, cy] in original-image pixels
+    image_size: tuple[int, int] | None = None  # (width, height) of the original image
+    view: str = "first"  # "first" | "third"
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_case_id(self.id)
+        if self.view not in ("first", "third"):
+            raise SuiteError(f"case {self.id}: view must be 'first' or 'third', got {self.view!r}")
+        if self.intrinsics is not None:
+            k = np.asarray(self.intrinsics, dtype=float).reshape(-1)
+            if k.shape != (4,) or not np.all(np.isfinite(k)) or k[0] <= 0 or k[1] <= 0:
+                raise SuiteError(f"case {self.id}: intrinsics must be [fx, fy, cx, cy] with fx, fy > 0, got {self.intrinsics!r}")
+            self.intrinsics = [float(v) for v in k]
+
+    @property
+    def hfov_deg(self) -> float | None:
+        if self.intrinsics is None or self.image_size is None:
+            return None
+        import math
+
+        return math.degrees(2 * math.atan(self.image_size[0] / (2 * self.intrinsics[0])))
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "suite": self.suite, "trajectory": self.trajectory.to_dict(), "prompt": self.prompt,
+            "prompt_source": self.prompt_source, "image": self.image, "scene": self.scene,
+            "intrinsics": self.intrinsics, "image_size": list(self.image_size) if self.image_size else None,
+            "view": self.view, "tags": self.tags,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, suite: str = "manifest") -> "Case":
+        if not isinstance(d, dict):
+            raise SuiteError(f"a case must be a JSON object, got {type(d).__name__}")
+        missing = {"id", "trajectory"} - set(d)
+        if missing:
+            raise SuiteError(f"case {d.get('id', '?')!r} lacks {sorted(missing)}; a case needs at least 'id' and 'trajectory'")
+        try:
+            traj = library.resolve(d["trajectory"])
+        except TrajectoryError as e:
+            raise SuiteError(f"case {d.get('id')!r}: {e}") from None
+        size = d.get("image_size")
+        return cls(
+            id=d["id"], suite=d.get("suite", suite), trajectory=traj, prompt=str(d.get("prompt", "")),
+            prompt_source=d.get("prompt_source"), image=d.get("image"), scene=d.get("scene"),
+            intrinsics=d.get("intrinsics"), image_size=tuple(size) if size else None, view=d.get("view", "first"),
+            tags=dict(d.get("tags", {})),
+        )
+
+
+# ------------------------------------------------------------------------------------------------------- worldmark
+WORLDMARK_VIEWS = ("first", "third")
+WORLDMARK_DOMAINS = ("real", "style")
+
+
+def _require_worldmark_dir(data: str | Path | None) -> Path:
+    expected = (
+        "a WorldMark arena_inputs folder holding first_view/ and third_view/, each with {real,style}/NNN.jpg, "
+        "{real,style}_intrinsics/NNN_intrinsics.npy, {real,style}_action.txt and prompt_{real,style}.txt"
+    )
+    if data is None:
+        raise SuiteError(f"suite 'worldmark' needs --data DIR: {expected}. The official inputs are published at {WORLDMARK_SOURCE}.")
+    root = Path(data)
+    if (root / "arena_inputs").is_dir() and not (root / "first_view").is_dir():
+        root = root / "arena_inputs"
+    missing = [str(p.relative_to(root)) for v in WORLDMARK_VIEWS for p in (
+        root / f"{v}_view" / "real_action.txt", root / f"{v}_view" / "style_action.txt",
+        root / f"{v}_view" / "prompt_real.txt", root / f"{v}_view" / "prompt_style.txt",
+    ) if not p.is_file()]
+    if missing:
+        raise SuiteError(f"--data {data}: not {expected} (missing {', '.join(missing[:4])}). "
+                         f"The official inputs are published at {WORLDMARK_SOURCE}.")
+    return root
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.size
+
+
+def worldmark_suite(data: str | Path | None = None, **_) -> list[Case]:
+    root = _require_worldmark_dir(data)
+    cases = []
+    for view in WORLDMARK_VIEWS:
+        vdir = root / f"{view}_view"
+        for domain in WORLDMARK_DOMAINS:
+            actions = (vdir / f"{domain}_action.txt").read_text().splitlines()
+            prompts = (vdir / f"prompt_{domain}.txt").read_text().splitlines()
+            actions = [a for a in actions if a.strip()]
+            for img in range(len(actions)):
+                ids = [int(a) for a in re.split(r"[,\s]+", actions[img].strip()) if a]
+                image = vdir / domain / f"{img:03d}.jpg"
+                if not image.is_file():
+                    raise SuiteError(f"{image} is missing: the arena_inputs folder is incomplete ({WORLDMARK_SOURCE})")
+                if img >= len(prompts):
+                    raise SuiteError(f"{vdir / f'prompt_{domain}.txt'} has {len(prompts)} rows, image {img:03d} needs row {img + 1}")
+                k = np.load(vdir / f"{domain}_intrinsics" / f"{img:03d}_intrinsics.npy", allow_pickle=False)
+                size = _image_size(image)
+                for aid in ids:
+                    cases.append(Case(
+                        id=f"{view}-{domain}-{img:03d}_{aid:03d}", suite="worldmark",
+                        trajectory=library.worldmark(aid), prompt=prompts[img],
+                        prompt_source=f"{view}_view/prompt_{domain}.txt:{img + 1}", image=str(image),
+                        intrinsics=[float(v) for v in np.asarray(k).reshape(-1)], image_size=size, view=view,
+                        tags={"view": view, "domain": domain, "image": img, "action_id": aid,
+                              "keys": library.WORLDMARK_PROTOCOL[aid]},
+                    ))
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------ worldmark-engine
+ENGINE_IMAGE_SIZE = (1024, 1024)  # the virtual "original image" of Engine cases
+ENGINE_HFOV_DEG = 66.0  # WorldMark's median horizontal FOV (real domain)
+
+
+def engine_intrinsics(hfov_deg: float = ENGINE_HFOV_DEG, size=ENGINE_IMAGE_SIZE) -> list[float]:
+    import math
+
+    w, h = size
+    f = w / (2 * math.tan(math.radians(hfov_deg) / 2))
+    return [f, f, (w - 1) / 2, (h - 1) / 2]
+
+
+def worldmark_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:
+    """Engine scenes x the 15-id protocol. Default: 15 cases, one per action id, cycling view and palette."""
+    cases = []
+    palettes = {"real": "realistic", "style": "stylised"}
+    if full:
+        for view in WORLDMARK_VIEWS:
+            for domain in WORLDMARK_DOMAINS:
+                for img in range(25):
+                    for j in range(5):
+                        aid = (img * 5 + j + (3 if domain == "style" else 0)) % 15 + 1
+                        cases.append(_engine_case(view, domain, palettes[domain], img, aid, seed))
+    else:
+        combos = [(v, d) for v in WORLDMARK_VIEWS for d in WORLDMARK_DOMAINS]
+        for aid in range(1, 16):
+            view, domain = combos[(aid - 1) % 4]
+            cases.append(_engine_case(view, domain, palettes[domain], aid - 1, aid, seed))
+    return cases
+
+
+def _engine_case(view, domain, palette, img, aid, seed) -> Case:
+    scene_seed = int(seed) * 1000 + (0 if view == "first" else 500) + (0 if domain == "real" else 250) + img
+    keys = library.WORLDMARK_PROTOCOL[aid]
+    return Case(
+        id=f"{view}-{domain}-{img:03d}_{aid:03d}", suite="worldmark-engine", trajectory=library.worldmark(aid),
+        prompt=f"{'First' if view == 'first' else 'Third'}-person view. A procedural {palette} voxel town "
+               f"(Engine scene {scene_seed}).",
+        prompt_source=f"engine:scene-{scene_seed}", scene={"seed": scene_seed, "palette": palette},
+        intrinsics=engine_intrinsics(), image_size=ENGINE_IMAGE_SIZE, view=view,
+        tags={"view": view, "domain": domain, "image": img, "action_id": aid, "keys": keys},
+    )
+
+
+# -------------------------------------------------------------------------------------------------------- manifests
+def manifest_suite(path: str | Path | None = None, data: str | Path | None = None, **_) -> list[Case]:
+    path = Path(path or data or "")
+    if not path.is_file():
+        raise SuiteError(f"manifest {str(path)!r} not found: give a .json (list of cases) or .jsonl (one case per line)")
+    text = path.read_text()
+    try:
+        rows = [json.loads(ln) for ln in text.splitlines() if ln.strip()] if path.suffix == ".jsonl" else json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SuiteError(f"manifest {path}: not valid JSON ({e})") from None
+    if isinstance(rows, dict):
+        rows = rows.get("cases", [])
+    if not isinstance(rows, list):
+        raise SuiteError(f"manifest {path}: expected a list of cases")
+    cases = [Case.from_dict(r, suite=path.stem) for r in rows]
+    ids = [c.id for c in cases]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise SuiteError(f"manifest {path}: duplicate case ids {dup[:5]}")
+    for c in cases:  # relative image paths are relative to the manifest
+        if c.image and not Path(c.image).is_absolute():
+            c.image = str((path.parent / c.image).resolve())
+    return cases
+
+
+SUITES: dict[str, Callable[..., list[Case]]] = {
+    "worldmark": worldmark_suite,
+    "worldmark-engine": worldmark_engine_suite,
+    "manifest": manifest_suite,
+}
+SUITE_HELP = {
+    "worldmark": "WorldMark's official arena_inputs (500 cases; needs --data DIR)",
+    "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
+    "manifest": "user cases from a .json/.jsonl file (--data FILE)",
+}
+
+
+def load_suite(name: str, **kwargs) -> list[Case]:
+    if name.endswith((".json", ".jsonl")):
+        return manifest_suite(name)
+    if name not in SUITES:
+        from worldgate.adapters import did_you_mean
+
+        raise did_you_mean("suite", name, SUITES)
+    cases = SUITES[name](**kwargs)
+    seen = set()
+    for c in cases:
+        if c.id in seen:
+            raise SuiteError(f"suite {name}: duplicate case id {c.id}")
+        seen.add(c.id)
+    return cases

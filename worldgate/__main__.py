@@ -1,0 +1,5 @@
+import sys
+
+from worldgate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,150 @@
+"""Command line: ``worldgate generate | evaluate | list``; ``generate`` and ``evaluate`` are also commands of their own."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _add_generate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="adapter name (see `worldgate list models`)")
+    p.add_argument("--suite", required=True, help="suite name (see `worldgate list suites`) or a manifest .json/.jsonl")
+    p.add_argument("--data", help="suite data folder (worldmark: the arena_inputs folder)")
+    p.add_argument("--full", action="store_true", help="full-size Engine suites (default: a small subset)")
+    p.add_argument("--limit", type=int, help="only the first K cases")
+    p.add_argument("--seed", type=int, default=0, help="rollout seed (same seed, same frames)")
+    p.add_argument("--out", help="run folder (default runs/MODEL-SUITE)")
+    p.add_argument("--dry-run", action="store_true", help="write each case's native inputs, render nothing")
+    p.add_argument("--model-args", help="comma-separated key=value for the adapter, e.g. repo=PATH,width=128")
+    p.add_argument("--device", default="cpu", help="device for real models (cpu, cuda, cuda:1)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="overrides: model.K=V (or bare K=V) for the adapter, suite.K=V, trajectory.seconds=S "
+                        "(every moving segment lasts S seconds: quick runs)")
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from worldgate.generate.runner import parse_model_args, run_generate
+
+    res = run_generate(a.model, a.suite, a.out, data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run,
+                       overrides=a.overrides, model_args=parse_model_args(a.model_args), full=a.full,
+                       device=a.device, progress=not a.no_progress)
+    what = "planned" if a.dry_run else "generated"
+    print(f"{what} {len(res.done)}, skipped {len(res.skipped)} complete, failed {len(res.failed)} -> {res.out}")
+    for cid, err in res.failed.items():
+        print(f"  FAILED {cid}: {err}", file=sys.stderr)
+    if res.failed:
+        print(f"  details in {res.out / 'jobs.jsonl'}", file=sys.stderr)
+    return res.exit_code
+
+
+def _add_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="+", help="run folders written by `generate`")
+    p.add_argument("--metrics", help="comma-separated metric ids (default: all)")
+    p.add_argument("--backend", default="classical", choices=["classical", "learned"])
+    p.add_argument("--rescore", action="store_true", help="score from cached features only; never compute features")
+    p.add_argument("--out", help="where to write the leaderboard when several runs are given")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from worldgate.evaluate.runner import run_evaluate
+
+    return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
+                        progress=not a.no_progress)
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    if a.what == "models":
+        from worldgate.adapters import KNOWN_UNAVAILABLE, get_info, list_models
+
+        cols = ["name", "version", "size", "fps (source)", "chunk first/later", "unit", "control", "poses", "K regime",
+                "aspect", "context", "level", "hf ids", "licence"]
+        rows = []
+        for n in list_models():
+            i = get_info(n)
+            rows.append([i.name, i.version, f"{i.width}x{i.height}", f"{i.fps:g} ({i.fps_source})",
+                         f"{i.first_chunk_frames}/{i.chunk_frames}", i.duration_unit, i.control, i.pose_convention,
+                         str(i.intrinsics_regime), i.aspect_policy, ",".join(i.context_policies) or "-",
+                         i.integration, ",".join(i.hf_ids) or "-", i.licence or "-"])
+        _table(cols, rows)
+        print("\nknown, no public code (not registered): " + "; ".join(KNOWN_UNAVAILABLE.values()))
+    elif a.what == "suites":
+        from worldgate.trajectories.suites import SUITE_HELP
+
+        _table(["suite", "what"], [[k, v] for k, v in SUITE_HELP.items()])
+    elif a.what == "trajectories":
+        from worldgate.trajectories.core import GRAMMAR
+        from worldgate.trajectories.library import describe
+
+        _table(["name", "segments (text form)"], [list(r) for r in describe()])
+        print(f"\ntext grammar: {GRAMMAR}")
+    elif a.what == "metrics":
+        from worldgate.evaluate.metrics import METRIC_INFO
+
+        _table(["metric", "name", "benchmark", "range"], [[k, v["name"], v["benchmark"], v["range"]]
+                                                          for k, v in METRIC_INFO.items()])
+    return 0
+
+
+def _table(cols, rows) -> None:
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    print("  ".join(str(c).ljust(w) for c, w in zip(cols, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="worldgate", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="roll out a suite with a model (or --dry-run: write native inputs)")
+    _add_generate(g)
+    g.set_defaults(fn=cmd_generate)
+    e = sub.add_parser("evaluate", help="score saved rollouts")
+    _add_evaluate(e)
+    e.set_defaults(fn=cmd_evaluate)
+    ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
+    ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
+    ls.set_defaults(fn=cmd_list)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from worldgate.adapters import AdapterError, UnknownNameError
+    from worldgate.trajectories.core import TrajectoryError
+    from worldgate.trajectories.suites import SuiteError
+
+    try:
+        return int(args.fn(args) or 0)
+    except (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv=None) -> int:
+    return _run(build_parser().parse_args(argv))
+
+
+def generate_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="generate", description="roll out a suite with a model")
+    p.add_argument("-v", "--verbose", action="store_true")
+    _add_generate(p)
+    p.set_defaults(fn=cmd_generate)
+    return _run(p.parse_args(argv))
+
+
+def evaluate_main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="evaluate", description="score saved rollouts")
+    p.add_argument("-v", "--verbose", action="store_true")
+    _add_evaluate(p)
+    p.set_defaults(fn=cmd_evaluate)
+    return _run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
