@@ -4,6 +4,7 @@ measured by reading it back, never copied from what was asked for."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,17 +66,36 @@ class VideoInfo:
                 "seconds": self.seconds}
 
 
+_STREAM = re.compile(rb"Stream #0:\d+.*?: Video: .*?, (\d{2,5})x(\d{2,5})[, \[].*?(?:, ([\d.]+) fps|, ([\d.]+) tbr)")
+
+
 def probe_video(path: str | Path) -> VideoInfo:
-    """Measure a video file: size and fps from its stream header, frames by counting packets."""
+    """Measure a video file by decoding it once with ffmpeg: size and fps from the stream header, frames counted
+    while decoding. Raises ``ValueError`` for a file ffmpeg cannot read or that has no video frames."""
+    import subprocess
+
     import imageio_ffmpeg
 
     path = str(path)
-    gen = imageio_ffmpeg.read_frames(path)
-    meta = gen.__next__()
-    gen.close()
-    n, secs = imageio_ffmpeg.count_frames_and_secs(path)
-    w, h = meta["size"]
-    return VideoInfo(int(w), int(h), float(meta["fps"]), int(n), float(secs))
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-nostdin", "-i", path, "-map", "0:v:0", "-vf", "null",
+           "-f", "null", "-"]
+    r = subprocess.run(cmd, capture_output=True, timeout=600)
+    out = r.stderr
+    m = _STREAM.search(out)
+    frames = None
+    secs = 0.0
+    for line in reversed(out.replace(b"\r", b"\n").splitlines()):
+        if line.startswith(b"frame="):
+            frames = int(re.search(rb"frame=\s*(\d+)", line).group(1))
+            t = re.search(rb"time=\s*(\d+):(\d+):([\d.]+)", line)
+            if t:
+                secs = int(t.group(1)) * 3600 + int(t.group(2)) * 60 + float(t.group(3))
+            break
+    if r.returncode != 0 or m is None or not frames:
+        tail = out.decode(errors="ignore").strip().splitlines()[-1:] or ["no output"]
+        raise ValueError(f"{path}: not a readable video with frames ({tail[0]})")
+    fps = float(m.group(3) or m.group(4))
+    return VideoInfo(int(m.group(1)), int(m.group(2)), fps, int(frames), float(secs))
 
 
 def read_frames(path: str | Path, size: tuple[int, int] | None = None):

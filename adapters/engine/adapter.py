@@ -126,9 +126,9 @@ class EngineAdapter(Adapter):
         z = np.zeros((8, 8, 8), np.uint16)
         lv = np.zeros((8, 8, 8), np.uint8)
         occ = np.zeros((2, 2, 2), np.uint8)
-        render_frame(mat, z, lv, occ, B, 2, np.ones((2, 3), np.float32), np.zeros(2, np.int8), np.zeros(2, np.int8),
+        render_frame(mat, z, lv, occ, np.zeros((2, 2, 2), np.uint64), B, 2, np.ones((2, 3), np.float32), np.zeros(2, np.int8), np.zeros(2, np.int8),
                      np.zeros(2, np.float32), np.ones((2, 3), np.float32), np.eye(3), 4.0, 4.0, 4.0, 0.25, 4.0, 4.0,
-                     2.0, 2.0, 5.0, 1.0, np.ones(3), np.ones(3), 1, np.zeros((4, 4, 3), np.uint8),
+                     2.0, 2.0, 5.0, 1.0, np.ones(3), np.ones(3), np.zeros((4, 4), np.float32), np.zeros((4, 4, 3), np.uint8),
                      np.zeros((4, 4), np.float32), np.zeros((4, 4), np.int32))
         render_frame._worldgate_warm = True
 
@@ -157,10 +157,10 @@ class EngineAdapter(Adapter):
         state, tint = world.state_at(t)
         X, Y, Z = c2w[:3, 3]
         ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
-        render_frame(world.mat, world.inst, world.level, world.occ, B, G, world.palette, _texkind(), world.inst_mode,
+        render_frame(world.mat, world.inst, world.level, world.occ, world.bits, B, G, world.palette, _texkind(), world.inst_mode,
                      state, tint, np.ascontiguousarray(c2w[:3, :3], dtype=np.float64), ox, oh, oz, VS,
                      k[0], k[1], k[2] + 0.5, k[3] + 0.5, self.fog_m, 0.35 * self.fog_m, world.sky_top,
-                     world.sky_horizon, world.seed % 100000, rgb, depth, ids)
+                     world.sky_horizon, world.clouds, rgb, depth, ids)
         if with_avatar:
             _draw_avatar(rgb, depth, ids, walk_phase)
         return rgb, depth, ids

@@ -17,7 +17,7 @@ from .render import TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_NOISE, TK_PLAIN, 
 VS = 0.25  # metres per voxel
 NX = NZ = 256  # 64 m x 64 m, wrapping
 NH = 64  # 16 m tall
-B = 8  # coarse block edge (voxels)
+B = 4  # coarse block edge (voxels)
 G = 8  # ground surface height (voxels); a multiple of B: the slab below it is solid everywhere
 
 # instance ids with fixed meaning
@@ -115,6 +115,8 @@ class World:
     inst: np.ndarray
     level: np.ndarray
     occ: np.ndarray
+    bits: np.ndarray
+    clouds: np.ndarray
     palette: np.ndarray
     inst_mode: np.ndarray
     inst_tint: np.ndarray
@@ -238,6 +240,30 @@ def block_distance(occupied: np.ndarray, cap: int = 16) -> np.ndarray:
     tiled = np.pad(~occupied, ((p, p), (0, 0), (p, p)), mode="wrap")
     d = ndimage.distance_transform_cdt(tiled, metric="chessboard")[p:-p, :, p:-p]
     return np.ascontiguousarray(np.minimum(d, cap).astype(np.uint8))
+
+
+def cloud_texture(seed: int, n: int = 256) -> np.ndarray:
+    """A periodic two-octave value-noise texture (n x n, float32 in [0, 1]) for the sky."""
+    rng = np.random.default_rng(seed + 911)
+    out = np.zeros((n, n), np.float32)
+    for cells, w in ((8, 0.65), (26, 0.35)):
+        g = rng.random((cells, cells))
+        x = np.arange(n) * cells / n
+        i0 = np.floor(x).astype(int)
+        f = x - i0
+        f = f * f * (3 - 2 * f)
+        i1 = (i0 + 1) % cells
+        rows = g[i0] * (1 - f)[:, None] + g[i1] * f[:, None]
+        out += (w * (rows[:, i0] * (1 - f)[None, :] + rows[:, i1] * f[None, :])).astype(np.float32)
+    return out
+
+
+def block_bits(blocks: np.ndarray) -> np.ndarray:
+    """(NBX, NBH, NBZ, 4, 4, 4) bools -> (NBX, NBH, NBZ) uint64, bit 16*lx + 4*lh + lz set where a voxel is."""
+    assert B == 4, "the uint64 block masks need 4x4x4 blocks"
+    flat = blocks.reshape(*blocks.shape[:3], 64).astype(np.uint64)
+    weights = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+    return np.ascontiguousarray((flat * weights).sum(axis=-1, dtype=np.uint64))
 
 
 def _building(b: _Builder, x0, z0, w, d, hh):
@@ -415,7 +441,9 @@ def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | 
     # coarse distance map over everything above the ground slab (the slab h < G is hit analytically)
     above = b.mat != 0
     above[:, :G, :] = False
-    occ = block_distance(above.reshape(NX // B, B, NH // B, B, NZ // B, B).any(axis=(1, 3, 5)))
-    return World(int(seed), b.palette_name, b.mat, b.inst, b.level, np.ascontiguousarray(occ), palette, inst_mode,
+    blocks = above.reshape(NX // B, B, NH // B, B, NZ // B, B).transpose(0, 2, 4, 1, 3, 5)
+    occ = block_distance(blocks.any(axis=(3, 4, 5)))
+    return World(int(seed), b.palette_name, b.mat, b.inst, b.level, np.ascontiguousarray(occ), block_bits(blocks),
+                 cloud_texture(int(seed)), palette, inst_mode,
                  inst_tint, np.asarray(pal["sky_top"], np.float64), np.asarray(pal["sky_horizon"], np.float64),
                  b.entities, b.events, eye_height)

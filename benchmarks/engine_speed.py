@@ -1,0 +1,87 @@
+"""Engine speed: frames per second at 256x256 on one core (colour + depth + instance ids), and the ratio of
+``generate`` wall time to the time of only encoding the same frames to mp4.
+
+    .venv/bin/python benchmarks/engine_speed.py [--seconds 20] [--size 256]
+
+Goals (issue: foundation): >= 60 fps on one core (a 20 s, 16 fps case in under 6 s) and generate <= 3x encode-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from worldgate.adapters import get_adapter
+from worldgate.generate.runner import run_generate
+from worldgate.generate.video import VideoWriter
+from worldgate.trajectories.library import worldmark
+from worldgate.trajectories.suites import Case, engine_intrinsics
+
+
+def engine_case(aid: int, seconds: float, view="first") -> Case:
+    t = worldmark(aid)
+    t = t.with_seconds(seconds)
+    return Case(id=f"bench-{aid}", suite="bench", trajectory=t, scene={"seed": 1, "palette": "realistic"},
+                intrinsics=engine_intrinsics(), image_size=(1024, 1024), view=view)
+
+
+def render_fps(size: int, seconds: float, threads: int) -> dict:
+    eng = get_adapter("engine", width=size, height=size, threads=threads)
+    eng.load()
+    out = {}
+    for aid, label in ((1, "W (forward)"), (5, "R (yaw right)"), (13, "WRW")):
+        for view in ("first", "third"):
+            plan = eng.plan(engine_case(aid, seconds, view))
+            eng.world_for(plan)  # world building is per case, not per frame
+            t0 = time.perf_counter()
+            n = sum(len(c.frames) for c in eng.rollout(plan, with_gt=True))
+            dt = time.perf_counter() - t0
+            out[f"{label}, {view}"] = (n, dt)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--size", type=int, default=256)
+    a = ap.parse_args()
+
+    print(f"== Engine render speed, {a.size}x{a.size}, one core (numba, 1 thread), colour + depth + ids ==")
+    fps_all = []
+    for label, (n, dt) in render_fps(a.size, a.seconds, threads=1).items():
+        fps_all.append(n / dt)
+        print(f"  {label:22s} {n:5d} frames  {dt:6.2f} s  {n / dt:7.1f} fps")
+    print(f"  min {min(fps_all):.1f} fps, mean {np.mean(fps_all):.1f} fps (goal >= 60); a {a.seconds:g} s case at "
+          f"16 fps takes {a.seconds * 16 / min(fps_all):.2f} s at the slowest (goal < 6 s)")
+
+    print("== generate wall time vs encode-only (same frames, same encoder settings) ==")
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        ov = [f"model.width={a.size}", f"model.height={a.size}", f"trajectory.seconds={a.seconds}"]
+        run_generate("engine", "worldmark-engine", tmp / "warm", limit=1, overrides=ov + ["trajectory.seconds=0.5"],
+                     progress=False)  # compile outside the timing
+        ratios = []
+        for limit in (1,):
+            t0 = time.perf_counter()
+            res = run_generate("engine", "worldmark-engine", tmp / "gen", limit=limit, overrides=ov, progress=False)
+            gen_s = time.perf_counter() - t0
+            rec = tmp / "gen" / res.done[0]
+            frames = np.stack(list(__import__("worldgate.generate.video", fromlist=["read_frames"]).read_frames(rec / "video.mp4")))
+            t0 = time.perf_counter()
+            with VideoWriter(tmp / "enc.mp4", a.size, a.size, 16.0) as w:
+                w.write(frames)
+            enc_s = time.perf_counter() - t0
+            ratios.append(gen_s / enc_s)
+            print(f"  {len(frames)} frames: generate {gen_s:.2f} s (render+encode+probe+record), encode-only "
+                  f"{enc_s:.2f} s, ratio {gen_s / enc_s:.2f}x (goal <= 3x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the whole test suite. pytest's "no tests collected" (exit 5) counts as a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+export HOME="${WORLDGATE_TEST_HOME:-$(mktemp -d)}"  # evo and friends write settings under HOME
+.venv/bin/python -m pytest -q "$@"
+rc=$?
+if [ "$rc" -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi
+exit "$rc"

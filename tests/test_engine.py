@@ -1,0 +1,143 @@
+import numpy as np
+import pytest
+
+from worldgate.adapters import AdapterError, get_adapter
+from worldgate.adapters.engine.adapter import transform_intrinsics_crop
+from worldgate.adapters.engine.world import ID_AVATAR, ID_SKY, build_world
+from worldgate.trajectories import Trajectory
+from worldgate.trajectories.suites import Case, engine_intrinsics
+
+SIZE = 96
+
+
+def case(text="W2", view="first", seed=7, palette="realistic"):
+    return Case(id="t", suite="test", trajectory=Trajectory.parse(text), scene={"seed": seed, "palette": palette},
+                intrinsics=engine_intrinsics(), image_size=(1024, 1024), view=view)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = get_adapter("engine", width=SIZE, height=SIZE, threads=1)
+    e.load()
+    return e
+
+
+def render_all(engine, c, with_gt=True):
+    plan = engine.plan(c)
+    chunks = list(engine.rollout(plan, with_gt=with_gt))
+    frames = np.concatenate([ch.frames for ch in chunks])
+    if not with_gt:
+        return plan, frames
+    depth = np.concatenate([ch.extra["depth"] for ch in chunks])
+    ids = np.concatenate([ch.extra["ids"] for ch in chunks])
+    return plan, frames, depth, ids
+
+
+def test_plan_is_pure_and_deterministic(engine):
+    a, b = engine.plan(case("W2 R1")), engine.plan(case("W2 R1"))
+    assert a.fingerprint() == b.fingerprint()
+    assert a.n_frames == 48 and a.segment_frames == [(0, 32), (32, 48)]
+    assert a.intrinsics["regime"] == 4
+    assert a.intrinsics["native_hfov_deg"] == pytest.approx(66.0, abs=1e-6)
+
+
+def test_rollout_deterministic_with_depth_and_ids(engine):
+    plan, f1, d1, i1 = render_all(engine, case("W1"))
+    _, f2, d2, i2 = render_all(engine, case("W1"))
+    assert f1.shape == (16, SIZE, SIZE, 3) and f1.dtype == np.uint8
+    np.testing.assert_array_equal(f1, f2)
+    np.testing.assert_array_equal(d1, d2)
+    np.testing.assert_array_equal(i1, i2)
+    sky = i1 == ID_SKY
+    assert 0.05 < sky.mean() < 0.8  # a horizon in view
+    assert np.all(np.isinf(d1[sky])) and np.all(np.isfinite(d1[~sky]))
+    assert len(np.unique(i1)) >= 4  # ground plus several entities
+    # textured: neighbouring ground pixels differ (flow and matching need detail)
+    ground = f1[0, SIZE * 3 // 4:, :, 1].astype(float)
+    assert np.abs(np.diff(ground, axis=1)).mean() > 3.0
+
+
+def test_depth_is_geometrically_consistent_across_frames(engine):
+    """Back-project frame 0 with its depth and pose, project into frame 8: the depth there must agree."""
+    plan, f, depth, ids = render_all(engine, case("W+R1"))
+    K = plan.arrays["intrinsics"]
+    P = plan.arrays["c2w"]
+    v, u = np.mgrid[0:SIZE, 0:SIZE]
+    d0 = depth[0]
+    ok = np.isfinite(d0) & (d0 < 15)
+    x = ((u + 0.5 - (K[2] + 0.5)) / K[0]) * d0
+    y = ((v + 0.5 - (K[3] + 0.5)) / K[1]) * d0
+    Xc = np.stack([x[ok], y[ok], d0[ok], np.ones(ok.sum())])
+    Xw = P[0] @ Xc
+    Xc8 = np.linalg.inv(P[8]) @ Xw
+    z8 = Xc8[2]
+    u8 = K[0] * Xc8[0] / z8 + K[2]
+    v8 = K[1] * Xc8[1] / z8 + K[3]
+    inside = (z8 > 0.3) & (u8 > 1) & (u8 < SIZE - 2) & (v8 > 1) & (v8 < SIZE - 2)
+    ui, vi = np.round(u8[inside]).astype(int), np.round(v8[inside]).astype(int)
+    rel = np.abs(depth[8][vi, ui] - z8[inside]) / z8[inside]
+    assert inside.sum() > 1000
+    assert np.median(rel) < 0.02  # most points land on themselves (the rest are occlusions / pixel rounding)
+
+
+def test_yaw_right_moves_content_left(engine):
+    plan, f, depth, ids = render_all(engine, case("R1"))
+    # the same entity's pixels shift towards smaller u when turning right
+    shared = [i for i in np.unique(ids[0]) if i > 1 and (ids[0] == i).sum() > 20 and (ids[6] == i).sum() > 20]
+    assert shared
+    du = [np.nonzero(ids[6] == i)[1].mean() - np.nonzero(ids[0] == i)[1].mean() for i in shared]
+    assert np.median(du) < -3
+
+
+def test_third_person_draws_avatar_in_lower_middle(engine):
+    plan, f, depth, ids = render_all(engine, case("W1", view="third"))
+    m = ids[0] == ID_AVATAR
+    assert m.mean() > 0.01
+    vs, us = np.nonzero(m)
+    assert abs(us.mean() - SIZE / 2) < SIZE * 0.05
+    assert vs.mean() > SIZE * 0.6
+    _, f1, _, ids1 = render_all(engine, case("W1", view="first"))
+    assert not (ids1 == ID_AVATAR).any()
+
+
+def test_events_progress_whether_or_not_in_view():
+    w = build_world(11, "realistic", np.zeros((1, 2)))
+    kinds = sorted(e.kind for e in w.events)
+    assert kinds == ["grow", "recolor", "vanish"]
+    s0, t0 = w.state_at(0.0)
+    s1, t1 = w.state_at(30.0)  # no rendering in between: state is a function of time only
+    grow = next(e for e in w.events if e.kind == "grow")
+    assert s0[grow.iid] == 0 and s1[grow.iid] == grow.levels
+    rec = next(e for e in w.events if e.kind == "recolor")
+    assert not np.allclose(t0[rec.iid], t1[rec.iid])
+
+
+def test_world_keeps_the_path_clear():
+    path = np.stack([np.zeros(50), np.linspace(0, 28, 50)], 1)
+    w = build_world(3, "stylised", path)
+    from worldgate.adapters.engine.world import G, NX, NZ, VS
+
+    gx = np.round(path[:, 0] / VS + NX / 2).astype(int) % NX
+    gz = np.round(path[:, 1] / VS + NZ / 2).astype(int) % NZ
+    assert not w.mat[gx, G:G + 9, gz].any()  # nothing at head height on the commanded path
+
+
+def test_image_conditioned_case_is_refused(engine):
+    c = Case(id="img", suite="worldmark", trajectory=Trajectory.parse("W1"), image="x.jpg",
+             intrinsics=[800, 800, 511.5, 383.5], image_size=(1024, 768))
+    with pytest.raises(AdapterError, match="renders its own scenes"):
+        engine.plan(c)
+
+
+def test_intrinsics_crop_transform_arithmetic():
+    # 1024x768 image, centred principal point, cropped to square then scaled to 256
+    k, tr = transform_intrinsics_crop([800.0, 800.0, 511.5, 383.5], (1024, 768), (256, 256))
+    assert tr["crop_xywh"] == [128.0, 0.0, 768.0, 768.0]
+    s = 256 / 768
+    assert k == pytest.approx([800 * s, 800 * s, 127.5, 127.5])
+
+
+def test_palettes_differ():
+    a = build_world(5, "realistic").palette
+    b = build_world(5, "stylised").palette
+    assert np.abs(a - b).mean() > 0.1
