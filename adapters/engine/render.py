@@ -315,6 +315,13 @@ def _render_row(v, mat, inst, level, occ, bits, B, G, palette, texkind, inst_mod
                 f += 0.1 * n
             elif kind == TK_LEAF:
                 f = 0.55 + 0.5 * n * n + 0.15 * vox
+            # texture level of detail: texels smaller than ~2 pixels fade to their mean instead of aliasing
+            # (shimmering texture would make flow and tracking fail on what is a perfectly rigid world)
+            texel_px = (vs / TEX) * fx / t
+            lod = min(max((texel_px - 0.8) / 1.7, 0.0), 1.0)
+            vox_px = vs * fx / t
+            lod_v = min(max((vox_px - 0.8) / 1.7, 0.0), 1.0)
+            f = 0.9 + (f - 0.9) * (lod + (1.0 - lod) * 0.5 * lod_v)
             # face shading (a fixed sun)
             if face == 1:
                 sh = 1.0 if dY > 0 else 0.5

@@ -1,0 +1,363 @@
+"""Classical CPU feature extractors (OpenCV, no weights). Every number they produce is labelled ``classical``.
+
+- ``flow``: OpenCV DIS dense optical flow between frames i and i+2 (WorldMark's pairing), in pixels of a
+  640-pixel-wide reference frame: ``sx`` (mean horizontal flow), ``sy``, ``srad`` (mean flow along unit vectors
+  pointing away from the image centre), ``speed`` (mean flow magnitude) and a coarse 8x8 grid of mean flow.
+- ``poses``: relative camera motion between frames i and i+2 from tracked corners (Shi-Tomasi + pyramidal LK):
+  a rotation-only model (bearings of RANSAC-homography inliers aligned by Kabsch, p1 ~ K R K^-1 p0) when it explains the tracks, else the essential matrix
+  (USAC + cheirality). Observed flow is split into its rotation-induced part and the translation (parallax) part,
+  which gives WorldMark's translation / rotation amplitudes without a learned depth model.
+- ``appearance``: per-frame colour (HSV) + gradient-orientation histograms on a 2x2 grid, Hellinger-mapped and
+  L2-normalised (a global appearance embedding; the learned backend uses DINOv2), plus the frame-difference signal
+  used to detect hard cuts.
+- ``quality``: every 4th frame: Laplacian-variance sharpness, Immerkaer noise sigma, Hasler-Suesstrunk colourfulness.
+- ``geometry``: at 1 fps (at most 64 frames): ORB matches between frames 1 s apart and the median Sampson error of
+  all mutual ratio-test matches under a RANSAC essential matrix, in focal-normalised units (a consistent static
+  world keeps it small; a morphing one does not).
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from .features import Extractor
+
+REF_WIDTH = 640.0  # flows are reported in pixels of a 640-wide frame (WorldMark runs SEA-RAFT at 432x640)
+PAIR_GAP = 2  # frame i vs i+2
+
+
+def _gray(frame: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+
+
+class FlowExtractor(Extractor):
+    name = "flow"
+    version = "2"
+    backend = "classical"
+    max_side = 256
+    GRID = 8
+
+    def start(self, rec):
+        super().start(rec)
+        self.prev: list[np.ndarray] = []
+        self.rows: dict[str, list] = {k: [] for k in ("sx", "sy", "srad", "speed", "grid")}
+        self.dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST)
+        self._rad = None
+
+    def update(self, i, frame):
+        g = _gray(frame)
+        self.prev.append(g)
+        if len(self.prev) > PAIR_GAP:
+            a = self.prev.pop(0)
+            flow = self.dis.calc(a, g, None)
+            h, w = g.shape
+            s = REF_WIDTH / w
+            if self._rad is None:  # statistics on every other pixel: the means are the same, the cost a quarter
+                yy, xx = np.mgrid[0:h:2, 0:w:2].astype(np.float32)
+                rx, ry = xx + 1.0 - w / 2, yy + 1.0 - h / 2
+                n = np.maximum(np.hypot(rx, ry), 1e-6)
+                self._rad = (rx / n, ry / n)
+            sub = flow[::2, ::2]
+            u, v = sub[..., 0] * s, sub[..., 1] * s
+            self.rows["sx"].append(float(u.mean()))
+            self.rows["sy"].append(float(v.mean()))
+            self.rows["srad"].append(float((u * self._rad[0] + v * self._rad[1]).mean()))
+            self.rows["speed"].append(float(np.hypot(u, v).mean()))
+            G = self.GRID
+            hh, ww = (h // G) * G, (w // G) * G
+            cell = flow[:hh, :ww].reshape(G, hh // G, G, ww // G, 2).mean(axis=(1, 3)) * s
+            self.rows["grid"].append(cell.astype(np.float32))
+
+    def finish(self):
+        out = {k: np.asarray(v, np.float32) for k, v in self.rows.items()}
+        if len(out["grid"]) == 0:
+            out["grid"] = np.zeros((0, self.GRID, self.GRID, 2), np.float32)
+        out["gap"] = np.asarray(PAIR_GAP)
+        return out
+
+
+def _default_K(w: int, h: int) -> np.ndarray:
+    f = w / (2 * math.tan(math.radians(66.0) / 2))  # WorldMark's median FOV when a record carries no intrinsics
+    return np.array([[f, 0, (w - 1) / 2], [0, f, (h - 1) / 2], [0, 0, 1.0]])
+
+
+def nearest_rotation(M: np.ndarray) -> np.ndarray:
+    U, _, Vt = np.linalg.svd(M)
+    R = U @ Vt
+    if np.linalg.det(R) < 0:
+        R = U @ np.diag([1, 1, -1]) @ Vt
+    return R
+
+
+class PoseExtractor(Extractor):
+    name = "poses"
+    version = "7"
+    backend = "classical"
+    max_side = 256
+    MAX_CORNERS = 200
+    LOCKED_MIN_MOTION = 2.0  # px: below this median track motion the camera may be still; keep every track
+    LOCKED_FRAC = 0.1  # a track moving less than this share of the median motion is screen-locked
+    ROT_ONLY_PX = 0.6  # median track error (px at 256 wide) under which rotation alone explains the motion
+
+    def start(self, rec):
+        super().start(rec)
+        self.prev: list[np.ndarray] = []
+        self.K = None
+        self.rows = {k: [] for k in ("R", "t", "rot_amp", "trans_amp", "rot_flow_x", "trans_flow", "valid", "n")}
+
+    def _k(self, w, h):
+        k = self.rec.intrinsics
+        if k is None:
+            return _default_K(w, h)
+        s = w / self.rec.width if self.rec.width else 1.0
+        fx, fy, cx, cy = np.asarray(k) * s
+        return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
+
+    def update(self, i, frame):
+        g = _gray(frame)
+        if self.K is None:
+            self.K = self._k(g.shape[1], g.shape[0])
+        self.prev.append(g)
+        if len(self.prev) > PAIR_GAP:
+            a = self.prev.pop(0)
+            if (i - PAIR_GAP) % PAIR_GAP == 0:  # non-overlapping pairs 0->2, 2->4, ...: chains without double counting
+                self._pair(a, g)
+            else:
+                self._skip()
+
+    def _pair(self, a, b):
+        p0 = cv2.goodFeaturesToTrack(a, self.MAX_CORNERS, 0.01, 6, blockSize=5)
+        ok = p0 is not None and len(p0) >= 12
+        if ok:
+            p1, st, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, None, winSize=(13, 13), maxLevel=2)
+            good = st.reshape(-1) == 1
+            p0, p1 = p0.reshape(-1, 2)[good], p1.reshape(-1, 2)[good]
+            ok = len(p0) >= 12
+        if ok:
+            # screen-locked tracks (a third-person avatar, a HUD) do not belong to the scene: drop them when the
+            # rest of the image moves
+            mv = np.linalg.norm(p1 - p0, axis=1)
+            med = float(np.median(mv))
+            if med > self.LOCKED_MIN_MOTION:
+                moving = mv > self.LOCKED_FRAC * med
+                if moving.sum() >= 12:
+                    p0, p1 = p0[moving], p1[moving]
+        if not ok:
+            self._skip()
+            return
+        self._estimate(p0, p1)
+
+    def _skip(self):
+        """A pair that is not estimated (odd pairs, or too few tracks): identity, marked invalid."""
+        for k, v in (("R", np.eye(3)), ("t", np.zeros(3)), ("rot_amp", 0.0), ("trans_amp", 0.0),
+                     ("rot_flow_x", 0.0), ("trans_flow", 0.0), ("valid", False), ("n", 0)):
+            self.rows[k].append(v)
+
+    def _estimate(self, p0, p1):
+        rows, K = self.rows, self.K
+        s = REF_WIDTH / self.prev[-1].shape[1]
+        Ki = np.linalg.inv(K)
+        h0 = np.c_[p0, np.ones(len(p0))] @ Ki.T  # normalised rays
+        # rotation-only model: p1 ~ K R K^-1 p0, R fitted to the bearings (Kabsch), refitted without outliers
+        # on the inliers of a RANSAC homography (mistracked points never bend the fit)
+        h1 = np.c_[p1, np.ones(len(p1))] @ Ki.T
+        _, inl = cv2.findHomography(p0, p1, cv2.RANSAC, 1.0)
+        inl = inl.reshape(-1).astype(bool) if inl is not None else np.ones(len(p0), bool)
+        Rh = rotation_between(h0[inl], h1[inl]) if inl.sum() >= 8 else rotation_between(h0, h1)
+        pr = _project(K, h0 @ Rh.T)
+        err_rot = float(np.median(np.linalg.norm(pr - p1, axis=1)))
+        R, t = Rh, np.zeros(3)
+        if err_rot > self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0:
+            E, mask = cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
+            if E is not None and E.shape == (3, 3):
+                _, R2, t2, _ = cv2.recoverPose(E, p0, p1, K, mask=mask)
+                R, t = R2, t2.reshape(3)
+                pr = _project(K, h0 @ R.T)
+        rot_flow = pr - p0  # rotation-induced flow of each track
+        # what rotation does not explain is parallax from translation; the rotation-only model has none
+        trans_flow = p1 - pr if np.any(t) else np.zeros_like(p1)
+        rows["R"].append(R)  # x_b = R x_a + t  (camera a -> camera b)
+        rows["t"].append(t)
+        rows["rot_amp"].append(float(abs(np.median(rot_flow[:, 0])) * s))
+        tx = trans_flow[:, 0] * s
+        rows["trans_amp"].append(float(np.percentile(np.abs(tx), 95) - np.percentile(np.abs(tx), 5)
+                                       + abs(np.median(tx))))
+        rows["rot_flow_x"].append(float(np.median(rot_flow[:, 0]) * s))
+        rows["trans_flow"].append(float(np.median(np.linalg.norm(trans_flow, axis=1)) * s))
+        rows["valid"].append(True)
+        rows["n"].append(len(p0))
+
+    def finish(self):
+        out = {}
+        for k, v in self.rows.items():
+            out[k] = np.asarray(v, bool if k == "valid" else (np.int32 if k == "n" else np.float64))
+        if len(out["R"]) == 0:
+            out["R"] = np.zeros((0, 3, 3))
+            out["t"] = np.zeros((0, 3))
+        out["K"] = self.K if self.K is not None else np.eye(3)
+        out["analysis_width"] = np.asarray(self.prev[-1].shape[1] if self.prev else 0)
+        return out
+
+
+def rotation_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rotation R minimising sum |R a_i - b_i|^2 over unit bearings (Kabsch / Wahba)."""
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return nearest_rotation(b.T @ a)
+
+
+def _project(K, rays):
+    p = rays @ K.T
+    return p[:, :2] / p[:, 2:3]
+
+
+class AppearanceExtractor(Extractor):
+    name = "appearance"
+    version = "1"
+    backend = "classical"
+    max_side = 128
+
+    def start(self, rec):
+        super().start(rec)
+        self.emb, self.diff = [], []
+        self.last = None
+
+    def update(self, i, frame):
+        self.emb.append(appearance_embedding(frame))
+        g = cv2.resize(_gray(frame), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+        self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
+        self.last = g
+
+    def finish(self):
+        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": np.asarray(self.diff, np.float32)}
+
+
+def appearance_embedding(frame: np.ndarray) -> np.ndarray:
+    """Colour + texture descriptor of a frame (unit length): HSV histograms and gradient-orientation histograms on a
+    2x2 grid, square-rooted (Hellinger) so that 1 - cos behaves like a distance between distributions."""
+    hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
+    g = _gray(frame).astype(np.float32)
+    gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
+    gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
+    mag = np.hypot(gx, gy)
+    ang = (np.arctan2(gy, gx) % np.pi) / np.pi  # orientation in [0, 1)
+    h, w = g.shape
+    parts = []
+    for r in range(2):
+        for c in range(2):
+            sl = (slice(r * h // 2, (r + 1) * h // 2), slice(c * w // 2, (c + 1) * w // 2))
+            hist = cv2.calcHist([hsv[sl]], [0, 1, 2], None, [8, 3, 3], [0, 180, 0, 256, 0, 256]).reshape(-1)
+            parts.append(hist / max(hist.sum(), 1e-9))
+            oh = np.bincount(np.minimum((ang[sl] * 8).astype(int), 7).ravel(), weights=mag[sl].ravel(), minlength=8)
+            parts.append(oh / max(oh.sum(), 1e-9))
+    v = np.sqrt(np.concatenate(parts))
+    return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
+
+
+class QualityExtractor(Extractor):
+    name = "quality"
+    version = "1"
+    backend = "classical"
+    max_side = 512
+    STRIDE = 4  # WorldMemBench scores quality on every 4th frame
+
+    def start(self, rec):
+        super().start(rec)
+        self.rows = {"frame": [], "sharpness": [], "noise": [], "colourfulness": []}
+
+    def update(self, i, frame):
+        if i % self.STRIDE:
+            return
+        g = _gray(frame).astype(np.float32)
+        s = 256.0 / max(g.shape)  # sharpness at a fixed reference scale
+        lap = cv2.Laplacian(cv2.resize(g, None, fx=s, fy=s, interpolation=cv2.INTER_AREA) if s < 1 else g, cv2.CV_32F)
+        kernel = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], np.float32)
+        conv = cv2.filter2D(g, cv2.CV_32F, kernel)
+        noise = math.sqrt(math.pi / 2) * float(np.abs(conv[1:-1, 1:-1]).mean()) / 6.0  # Immerkaer (1996)
+        f = frame.astype(np.float32)
+        rg = f[..., 0] - f[..., 1]
+        yb = 0.5 * (f[..., 0] + f[..., 1]) - f[..., 2]
+        colourful = float(math.hypot(rg.std(), yb.std()) + 0.3 * math.hypot(rg.mean(), yb.mean()))
+        self.rows["frame"].append(i)
+        self.rows["sharpness"].append(float(lap.var()))
+        self.rows["noise"].append(noise)
+        self.rows["colourfulness"].append(colourful)
+
+    def finish(self):
+        return {k: np.asarray(v, np.float64) for k, v in self.rows.items()}
+
+
+class GeometryExtractor(Extractor):
+    name = "geometry"
+    version = "1"
+    backend = "classical"
+    max_side = 320
+    MAX_FRAMES = 64
+
+    def start(self, rec):
+        super().start(rec)
+        step = max(1, int(round(rec.fps)))  # 1 fps
+        n = rec.n_frames or 10**9
+        self.keep = set(list(range(0, n, step))[: self.MAX_FRAMES])
+        self.kf: list[tuple[int, np.ndarray, np.ndarray | None]] = []
+        self.orb = cv2.ORB_create(nfeatures=800, fastThreshold=10)
+
+    def update(self, i, frame):
+        if i in self.keep:
+            g = _gray(frame)
+            kp, des = self.orb.detectAndCompute(g, None)
+            pts = np.float32([k.pt for k in kp]) if kp else np.zeros((0, 2), np.float32)
+            self.kf.append((i, pts, des))
+            self.w, self.h = g.shape[1], g.shape[0]
+
+    def finish(self):
+        errs, frames, nmatch = [], [], []
+        if not self.kf:
+            return {"err": np.zeros(0), "frame": np.zeros(0, np.int32), "n": np.zeros(0, np.int32)}
+        k = self.rec.intrinsics
+        s = self.w / self.rec.width if (k is not None and self.rec.width) else 1.0
+        K = _default_K(self.w, self.h) if k is None else np.array([[k[0] * s, 0, k[2] * s], [0, k[1] * s, k[3] * s], [0, 0, 1]])
+        bf = cv2.BFMatcher(cv2.NORM_HAMMING)
+        for (i, pa, da), (j, pb, db) in zip(self.kf[:-1], self.kf[1:]):
+            e, n = np.nan, 0
+            if da is not None and db is not None and len(da) >= 8 and len(db) >= 8:
+                m = bf.knnMatch(da, db, k=2)
+                back = {mm[0].queryIdx: mm[0].trainIdx for mm in bf.knnMatch(db, da, k=1) if mm}
+                good = [x[0] for x in m if len(x) == 2 and x[0].distance < 0.8 * x[1].distance
+                        and back.get(x[0].trainIdx) == x[0].queryIdx]
+                n = len(good)
+                if n >= 12:
+                    a = pa[[g.queryIdx for g in good]]
+                    b = pb[[g.trainIdx for g in good]]
+                    E, _ = cv2.findEssentialMat(a, b, K, cv2.RANSAC, 0.999, 1.0)
+                    if E is not None and E.shape == (3, 3):
+                        e = float(np.median(sampson(E, a, b, K)))
+            errs.append(e)
+            frames.append(i)
+            nmatch.append(n)
+        return {"err": np.asarray(errs, np.float64), "frame": np.asarray(frames, np.int32),
+                "n": np.asarray(nmatch, np.int32)}
+
+
+def sampson(E, a, b, K):
+    """Sampson distance of correspondences under E, in focal-normalised units (pixels / focal)."""
+    Ki = np.linalg.inv(K)
+    x = np.c_[a, np.ones(len(a))] @ Ki.T
+    y = np.c_[b, np.ones(len(b))] @ Ki.T
+    Ex = x @ E.T
+    Ety = y @ E
+    num = np.sum(y * Ex, axis=1) ** 2
+    den = Ex[:, 0] ** 2 + Ex[:, 1] ** 2 + Ety[:, 0] ** 2 + Ety[:, 1] ** 2
+    return np.sqrt(num / np.maximum(den, 1e-18))
+
+
+CLASSICAL = {
+    "flow": FlowExtractor,
+    "poses": PoseExtractor,
+    "appearance": AppearanceExtractor,
+    "quality": QualityExtractor,
+    "geometry": GeometryExtractor,
+}

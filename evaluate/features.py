@@ -1,0 +1,241 @@
+"""Feature framework: extractors with name, version and backend; one decode per record; an on-disk cache.
+
+Frames are decoded once per record and streamed to every extractor that still has work to do (each resizes for
+itself, so nothing holds a long video at full size). Results are cached as ``.npz`` under
+``<run>/.features/<video sha256[:20]>/<name>@<version>-<backend>.npz``: the key holds the record's content hash and
+the extractor's name, version and backend, so no estimator runs twice for one record and a changed extractor never
+serves stale numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+class FeatureError(RuntimeError):
+    """A record's features could not be computed (unreadable video, too few frames, ...)."""
+
+
+class MissingFeature(FeatureError):
+    """``--rescore`` asked for a feature that is not cached."""
+
+
+@dataclass
+class RecordView:
+    """What extractors may see of a record: the video's measured properties and the *commanded* inputs only."""
+
+    dir: Path
+    meta: dict
+    trajectory: dict
+    poses: np.ndarray  # commanded c2w (F, 4, 4)
+    video: Path
+    width: int
+    height: int
+    fps: float
+    n_frames: int
+    content_hash: str
+
+    @property
+    def intrinsics(self) -> np.ndarray | None:
+        """Native intrinsics [fx, fy, cx, cy] at the video's size, where the plan recorded them."""
+        k = (self.meta.get("intrinsics") or {}).get("native")
+        if k is None:
+            return None
+        k = np.asarray(k, float)
+        req = self.meta.get("requested", {})
+        if req.get("width") and req["width"] != self.width:  # scale to the achieved size
+            s = self.width / req["width"]
+            k = k * s
+        return k
+
+
+class Extractor:
+    """Base class: ``start`` -> ``update`` per frame (in order) -> ``finish`` returns arrays to cache."""
+
+    name = "base"
+    version = "1"
+    backend = "classical"
+    #: analysis size: frames are resized so the longer side is at most this (None: native)
+    max_side: int | None = None
+
+    def key(self) -> str:
+        return f"{self.name}@{self.version}-{self.backend}"
+
+    def start(self, rec: RecordView) -> None:
+        self.rec = rec
+
+    def update(self, i: int, frame: np.ndarray) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def finish(self) -> dict[str, np.ndarray]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"name": self.name, "version": self.version, "backend": self.backend, "max_side": self.max_side}
+
+
+def analysis_size(w: int, h: int, max_side: int | None) -> tuple[int, int]:
+    if not max_side or max(w, h) <= max_side:
+        return w, h
+    s = max_side / max(w, h)
+    return max(2, int(round(w * s / 2)) * 2), max(2, int(round(h * s / 2)) * 2)
+
+
+class FeatureCache:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, rec: RecordView, ex: Extractor) -> Path:
+        return self.root / rec.content_hash[:20] / f"{ex.key()}.npz"
+
+    def get(self, rec: RecordView, ex: Extractor) -> dict[str, np.ndarray] | None:
+        p = self.path(rec, ex)
+        if not p.is_file():
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except (OSError, ValueError):
+            return None  # a torn cache file is recomputed, never trusted
+
+    def put(self, rec: RecordView, ex: Extractor, data: dict[str, np.ndarray]) -> None:
+        p = self.path(rec, ex)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp{os.getpid()}.npz")
+        np.savez(tmp, **data)
+        os.replace(tmp, p)
+        info = p.parent / "record.json"
+        if not info.exists():
+            info.write_text(json.dumps({"record": str(rec.dir), "video_sha256": rec.content_hash}))
+
+
+def open_record(folder: Path) -> RecordView:
+    """A complete rollout record as extractors see it; raises FeatureError with the reason otherwise."""
+    from worldgate.generate.records import read_meta
+
+    folder = Path(folder)
+    meta = read_meta(folder)
+    if meta is None:
+        raise FeatureError(f"{folder.name}: no readable meta.json")
+    video = folder / "video.mp4"
+    if not video.is_file():
+        raise FeatureError(f"{folder.name}: video.mp4 is missing")
+    try:
+        traj = json.loads((folder / "trajectory.json").read_text())
+        poses = np.load(folder / "poses.npy", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise FeatureError(f"{folder.name}: unreadable trajectory.json/poses.npy ({e})") from None
+    ach = meta.get("achieved") or {}
+    sha = (meta.get("files", {}).get("video.mp4") or {}).get("sha256")
+    from worldgate.generate.video import sha256_file
+
+    actual = sha256_file(video)
+    if sha and sha != actual:
+        meta = dict(meta, caveats=list(meta.get("caveats", [])) + ["video.mp4 changed after the record was written"])
+    return RecordView(folder, meta, traj, poses, video, int(ach.get("width", 0)), int(ach.get("height", 0)),
+                      float(ach.get("fps", traj.get("fps", 16.0))), int(ach.get("frames", 0)), actual)
+
+
+def compute_features(rec: RecordView, extractors: list[Extractor], cache: FeatureCache,
+                     rescore: bool = False) -> tuple[dict[str, dict], dict]:
+    """Cached features for every extractor; the video is decoded at most once, only if something is missing.
+
+    Returns ({extractor name: arrays}, stats) with stats = {"computed": [...], "cached": [...], "decode_s", ...}.
+    """
+    out, todo = {}, []
+    stats = {"computed": [], "cached": [], "seconds": {}}
+    for ex in extractors:
+        hit = cache.get(rec, ex)
+        if hit is not None:
+            out[ex.name] = hit
+            stats["cached"].append(ex.key())
+        elif rescore:
+            raise MissingFeature(f"{rec.dir.name}: feature {ex.key()} is not cached; run evaluate without --rescore first")
+        else:
+            todo.append(ex)
+    if not todo:
+        return out, stats
+    from worldgate.generate.video import read_frames
+
+    for ex in todo:
+        ex.start(rec)
+    t0 = time.perf_counter()
+    n = 0
+    # one worker thread per extractor (OpenCV releases the GIL): each sees every frame in order, resized for itself
+    workers = [_Worker(ex) for ex in todo]
+    try:
+        for i, frame in enumerate(read_frames(rec.video)):
+            for w in workers:
+                w.put(i, frame)
+            n = i + 1
+    except (OSError, ValueError, RuntimeError) as e:
+        for w in workers:
+            w.stop()
+        raise FeatureError(f"{rec.dir.name}: video could not be decoded ({type(e).__name__}: {e})") from None
+    for w in workers:
+        w.stop()
+    for w in workers:
+        if w.error is not None:
+            raise FeatureError(f"{rec.dir.name}: extractor {w.ex.key()} failed: {type(w.error).__name__}: {w.error}")
+    if n < 4:
+        raise FeatureError(f"{rec.dir.name}: video has {n} decodable frames; at least 4 are needed")
+    if rec.n_frames and n != rec.n_frames:
+        raise FeatureError(f"{rec.dir.name}: decoded {n} frames but meta.json records {rec.n_frames} (truncated video?)")
+    stats["decode_and_extract_s"] = time.perf_counter() - t0
+    for ex in todo:
+        t1 = time.perf_counter()
+        data = ex.finish()
+        stats["seconds"][ex.key()] = time.perf_counter() - t1
+        cache.put(rec, ex, data)
+        out[ex.name] = data
+        stats["computed"].append(ex.key())
+    return out, stats
+
+
+class _Worker:
+    """Feeds one extractor from a bounded queue on its own thread, in frame order."""
+
+    def __init__(self, ex: Extractor, depth: int = 8):
+        import queue
+        import threading
+
+        self.ex, self.error, self.size = ex, None, None
+        self.q: "queue.Queue" = queue.Queue(maxsize=depth)
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def put(self, i: int, frame: np.ndarray) -> None:
+        if self.error is None:
+            self.q.put((i, frame))
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            i, frame = item
+            try:
+                if self.size is None:
+                    self.size = analysis_size(frame.shape[1], frame.shape[0], self.ex.max_side)
+                f = frame if self.size == (frame.shape[1], frame.shape[0]) else _resize(frame, self.size)
+                self.ex.update(i, f)
+            except Exception as e:  # reported by compute_features with the extractor's name
+                self.error = e
+
+    def stop(self) -> None:
+        self.q.put(None)
+        self.t.join()
+
+
+def _resize(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    import cv2
+
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)

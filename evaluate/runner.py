@@ -1,0 +1,246 @@
+"""``evaluate``: score saved rollouts from their records alone.
+
+For every record: decode once, compute the missing features (cached on disk), then run the cheap metrics. A record
+that cannot be scored (corrupted, truncated, empty or missing video, unreadable metadata) gets an error entry with
+the reason and the rest are still scored; coverage is reported next to every aggregate. Writes ``results.json`` and
+``samples.jsonl`` into each run folder, prints a table, and writes a leaderboard (CSV + Markdown) when several runs
+are given. ``--rescore`` never computes a feature: it scores from the cache only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .features import FeatureCache, FeatureError, compute_features, open_record
+from .metrics import METRIC_INFO, PARAMS, score_record
+
+BACKENDS = ("classical", "learned")
+
+
+def extractors_for(backend: str):
+    from .classical import CLASSICAL
+
+    if backend == "classical":
+        return [cls() for cls in CLASSICAL.values()]
+    from .learned import learned_extractors  # noqa: F401  (raises a clear error when not installed)
+
+    return learned_extractors()
+
+
+def record_folders(run: Path) -> list[Path]:
+    """Every folder of a run that claims to be a rollout record (complete or not: broken ones get error entries)."""
+    out = []
+    for p in sorted(Path(run).iterdir()):
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        try:
+            meta = json.loads((p / "meta.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            if (p / "video.mp4").exists():
+                out.append(p)  # a record with a video but broken metadata: report it, do not skip it silently
+            continue
+        if meta.get("kind") == "rollout":
+            out.append(p)
+    return out
+
+
+def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "classical", rescore: bool = False,
+                 params: dict | None = None, progress: bool = True) -> dict:
+    run = Path(run)
+    if not run.is_dir():
+        raise FileNotFoundError(f"run folder {run} does not exist (write one with `worldgate generate ... --out {run}`)")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}: choose one of {BACKENDS}")
+    unknown = sorted(set(metrics or ()) - set(METRIC_INFO))
+    if unknown:
+        from worldgate.adapters import did_you_mean
+
+        raise did_you_mean("metric", unknown[0], METRIC_INFO)
+    P = dict(PARAMS, **(params or {}))
+    cache = FeatureCache(run / ".features")
+    folders = record_folders(run)
+    if not folders:
+        raise FileNotFoundError(f"{run} holds no rollout records (was it written with --dry-run?)")
+    extractors = extractors_for(backend)
+    samples, t_all = [], time.perf_counter()
+    feat_stats = {"computed": 0, "cached": 0}
+    items = folders
+    if progress:
+        from tqdm import tqdm
+
+        items = tqdm(folders, desc=f"evaluate {run.name}", unit="record")
+    for folder in items:
+        row = {"case": folder.name}
+        try:
+            rec = open_record(folder)
+            feats, st = compute_features(rec, extractors, cache, rescore=rescore)
+            feat_stats["computed"] += len(st["computed"])
+            feat_stats["cached"] += len(st["cached"])
+            scores = score_record(feats, {"trajectory": rec.trajectory, "fps": rec.fps, "poses": rec.poses},
+                                  backend, metrics, P)
+            row.update({
+                "video_sha256": rec.content_hash,
+                "tags": rec.meta.get("case", {}).get("tags", {}),
+                "adapter": rec.meta.get("adapter", {}).get("name"),
+                "scores": {k: s.value for k, s in scores.items()},
+                "unavailable": {k: s.reason for k, s in scores.items() if s.value is None},
+                "detail": {k: s.detail for k, s in scores.items() if s.detail},
+                "features": {ex.name: ex.key() for ex in extractors},
+            })
+        except FeatureError as e:
+            row["error"] = str(e)
+        except Exception as e:  # a bug in one record's scoring must not hide the others; it is reported in full
+            row["error"] = f"{type(e).__name__}: {e}"
+        samples.append(row)
+    results = aggregate(samples, metrics)
+    results.update({
+        "run": str(run),
+        "config": {"backend": backend, "metrics": sorted(metrics) if metrics else "all", "rescore": rescore,
+                   "params": P, "run_config": _read_json(run / "run.json")},
+        "backends": {ex.name: {"backend": ex.backend, "key": ex.key(), **ex.config()} for ex in extractors},
+        "versions": versions(),
+        "git": _git(),
+        "records": len(folders),
+        "errors": {s["case"]: s["error"] for s in samples if "error" in s},
+        "features": feat_stats,
+        "seconds": time.perf_counter() - t_all,
+    })
+    (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
+    (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
+    return results
+
+
+def aggregate(samples: list[dict], metrics: set[str] | None = None) -> dict:
+    ids = [m for m in METRIC_INFO if not metrics or m in metrics]
+    agg = {}
+    n = len(samples)
+    for m in ids:
+        vals = [s["scores"][m] for s in samples if "scores" in s and s["scores"].get(m) is not None]
+        reasons = {}
+        for s in samples:
+            if "error" in s:
+                reasons["record error"] = reasons.get("record error", 0) + 1
+            elif s.get("scores", {}).get(m) is None and m in s.get("unavailable", {}):
+                r = s["unavailable"][m]
+                reasons[r] = reasons.get(r, 0) + 1
+        agg[m] = {
+            "mean": float(np.mean(vals)) if vals else None,
+            "std": float(np.std(vals)) if vals else None,
+            "n": len(vals),
+            "coverage": len(vals) / n if n else 0.0,
+            "unavailable": reasons,
+        }
+    return {"metrics": agg}
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("worldgate", "numpy", "scipy", "opencv-python-headless", "evo", "imageio-ffmpeg", "torch", "transformers"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _git() -> str:
+    from worldgate.generate.records import git_hash
+
+    return git_hash()
+
+
+def _read_json(p: Path):
+    try:
+        return json.loads(Path(p).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _clean(x):
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def format_table(results: list[dict]) -> str:
+    """One column per run (the run's folder name), one row per metric, with coverage."""
+    names = [Path(r["run"]).name for r in results]
+    ids = [m for m in METRIC_INFO if any(m in r["metrics"] for r in results)]
+    w0 = max(len(METRIC_INFO[m]["name"]) for m in ids) + 2
+    lines = ["metric".ljust(w0) + "".join(n[:22].rjust(24) for n in names)]
+    for m in ids:
+        cells = []
+        for r in results:
+            a = r["metrics"].get(m)
+            if not a or a["mean"] is None:
+                cells.append("n/a".rjust(24))
+            else:
+                v = a["mean"]
+                cells.append(f"{v:.3f} ({a['n']}/{r['records']})".rjust(24) if METRIC_INFO[m]["range"] != "0-100"
+                             else f"{v:.1f} ({a['n']}/{r['records']})".rjust(24))
+        lines.append(METRIC_INFO[m]["name"].ljust(w0) + "".join(cells))
+    backs = sorted({b["backend"] for r in results for b in r["backends"].values()})
+    lines.append(f"(value (records scored/records); backend: {', '.join(backs)})")
+    return "\n".join(lines)
+
+
+def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
+    backs = {json.dumps(sorted({b["backend"] for b in r["backends"].values()})) for r in results}
+    if len(backs) > 1:
+        raise ValueError("runs were scored with different backends; scores from different backends are never mixed "
+                         "in one table: evaluate them all with the same --backend")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [m for m in METRIC_INFO if any(r["metrics"].get(m, {}).get("mean") is not None for r in results)]
+    header = ["run", "records"] + ids
+    rows = []
+    for r in results:
+        rows.append([Path(r["run"]).name, str(r["records"])] + [
+            "" if r["metrics"].get(m, {}).get("mean") is None else f"{r['metrics'][m]['mean']:.4g}" for m in ids])
+    csv = out / "leaderboard.csv"
+    csv.write_text("\n".join(",".join(x) for x in [header] + rows) + "\n")
+    md = out / "leaderboard.md"
+    names = ["run", "records"] + [METRIC_INFO[m]["name"] for m in ids]
+    md.write_text("| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
+                  "".join("| " + " | ".join(r) + " |\n" for r in rows) +
+                  f"\nbackend: {json.loads(backs.pop())}\n")
+    return csv, md
+
+
+def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
+                 out: str | None = None, progress: bool = True) -> int:
+    wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics else None
+    results = []
+    for run in runs:
+        results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress))
+    print(format_table(results))
+    for r in results:
+        if r["errors"]:
+            print(f"{Path(r['run']).name}: {len(r['errors'])} record(s) could not be scored:", file=sys.stderr)
+            for case, err in r["errors"].items():
+                print(f"  {case}: {err}", file=sys.stderr)
+        print(f"wrote {Path(r['run']) / 'results.json'} and samples.jsonl "
+              f"(features computed {r['features']['computed']}, cached {r['features']['cached']})")
+    if len(results) > 1:
+        dest = Path(out) if out else Path(runs[0]).resolve().parent
+        csv, md = write_leaderboard(results, dest)
+        print(f"leaderboard: {csv} and {md}")
+    return 0
