@@ -14,6 +14,15 @@ from .base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, Unsup
 
 MODELS: dict[str, str] = {
     "engine": "worldgate.adapters.engine.adapter:EngineAdapter",
+    # Engine faults: one known defect each, to prove each metric catches its own fault
+    "engine-drift": "worldgate.adapters.engine.faults:DriftEngine",
+    "engine-stall": "worldgate.adapters.engine.faults:StallEngine",
+    "engine-lag": "worldgate.adapters.engine.faults:LagEngine",
+    "engine-flipyaw": "worldgate.adapters.engine.faults:FlipYawEngine",
+    "engine-leak": "worldgate.adapters.engine.faults:LeakEngine",
+    "engine-flicker": "worldgate.adapters.engine.faults:FlickerEngine",
+    "engine-forget": "worldgate.adapters.engine.faults:ForgetEngine",
+    "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
 }
 
 #: models of the benchmarks with no public code: listed in the docs, never registered

@@ -33,9 +33,16 @@ def _gray(frame: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
 
 
+def _gray_norm(frame: np.ndarray) -> np.ndarray:
+    """Grey level with the frame's mean and contrast normalised: motion estimates that survive global flicker."""
+    g = _gray(frame).astype(np.float32)
+    m, sd = float(g.mean()), float(g.std())
+    return np.clip((g - m) * (48.0 / max(sd, 1.0)) + 128.0, 0, 255).astype(np.uint8)
+
+
 class FlowExtractor(Extractor):
     name = "flow"
-    version = "2"
+    version = "3"
     backend = "classical"
     max_side = 256
     GRID = 8
@@ -48,7 +55,7 @@ class FlowExtractor(Extractor):
         self._rad = None
 
     def update(self, i, frame):
-        g = _gray(frame)
+        g = _gray_norm(frame)
         self.prev.append(g)
         if len(self.prev) > PAIR_GAP:
             a = self.prev.pop(0)
@@ -94,13 +101,14 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
 
 class PoseExtractor(Extractor):
     name = "poses"
-    version = "7"
+    version = "8"
     backend = "classical"
     max_side = 256
     MAX_CORNERS = 200
     LOCKED_MIN_MOTION = 2.0  # px: below this median track motion the camera may be still; keep every track
     LOCKED_FRAC = 0.1  # a track moving less than this share of the median motion is screen-locked
     ROT_ONLY_PX = 0.6  # median track error (px at 256 wide) under which rotation alone explains the motion
+    ROT_RATIO = 6.0  # ... or when it is within this factor of the essential model's median Sampson error
 
     def start(self, rec):
         super().start(rec)
@@ -117,7 +125,7 @@ class PoseExtractor(Extractor):
         return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
 
     def update(self, i, frame):
-        g = _gray(frame)
+        g = _gray_norm(frame)
         if self.K is None:
             self.K = self._k(g.shape[1], g.shape[0])
         self.prev.append(g)
@@ -170,9 +178,13 @@ class PoseExtractor(Extractor):
         pr = _project(K, h0 @ Rh.T)
         err_rot = float(np.median(np.linalg.norm(pr - p1, axis=1)))
         R, t = Rh, np.zeros(3)
-        if err_rot > self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0:
-            E, mask = cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
-            if E is not None and E.shape == (3, 3):
+        E, mask = cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
+        if E is not None and E.shape == (3, 3):
+            # model selection: a pure rotation leaves the rotation-only model as good as the essential one (both at
+            # the tracking noise); translation leaves parallax that only the essential model explains
+            err_e = float(np.median(sampson(E, p0, p1, K))) * K[0, 0]
+            small = err_rot <= self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0
+            if not small and err_rot > self.ROT_RATIO * err_e:
                 _, R2, t2, _ = cv2.recoverPose(E, p0, p1, K, mask=mask)
                 R, t = R2, t2.reshape(3)
                 pr = _project(K, h0 @ R.T)

@@ -45,7 +45,7 @@ PARAMS: dict[str, float] = {
     "revisit_pairs": 10,
     "revisit_min_gap_s": 2.0,
     "revisit_tol_px": 30.0,
-    "revisit_d_scale_classical": 0.1,
+    "revisit_d_scale_classical": 0.2,
     "revisit_d_scale_learned": 1.0,
     # global memory
     "global_e_scale": 0.05,
@@ -142,8 +142,15 @@ def p_trans(feat: dict, pairs: np.ndarray) -> float:
     pv = pv[P["valid"][pv]]
     if len(pv) == 0:
         return 0.5
-    tr, ro = float(np.mean(P["trans_amp"][pv])), float(np.mean(P["rot_amp"][pv]))
-    return tr / (tr + ro + 1e-9)
+    tr, ro = P["trans_amp"][pv], P["rot_amp"][pv]
+    w = tr + ro
+    if w.sum() <= 1e-9:
+        return 0.5
+    # median of the per-pair shares weighted by motion: still frames do not vote, a misjudged pair cannot tip it
+    p = tr / np.maximum(w, 1e-12)
+    order = np.argsort(p)
+    cw = np.cumsum(w[order])
+    return float(p[order][np.searchsorted(cw, 0.5 * cw[-1])])
 
 
 def _channel(feat, key, pairs):
@@ -163,11 +170,12 @@ def direction(feat, seg: Seg) -> tuple[float, float]:
     return d * w, d
 
 
-def purity(feat, seg: Seg) -> float:
+def purity(feat, seg: Seg, fps: float = 16.0, P=PARAMS) -> float:
     F = feat["flow"]
-    sx = float(np.mean(np.abs(F["sx"][seg.pairs])))
-    srad = float(np.mean(np.abs(F["srad"][seg.pairs])))
-    sy = float(np.mean(np.abs(F["sy"][seg.pairs])))
+    n = max(1, int(round(P["smooth_s"] * fps)))  # smoothed like every speed signal: flow noise is not motion
+    sx = float(np.mean(np.abs(smooth(F["sx"][seg.pairs], n))))
+    srad = float(np.mean(np.abs(smooth(F["srad"][seg.pairs], n))))
+    sy = float(np.mean(np.abs(smooth(F["sy"][seg.pairs], n))))
     typ = TEMPLATES[seg.key][2]
     if typ == "pitch":
         return sy / (sx + sy + srad + 1e-9)
@@ -240,7 +248,7 @@ def worldmark_action(feat, rec, P=PARAMS) -> dict[str, Score]:
     out = {}
     for mid, fn in (
         ("direction_accuracy", lambda s: float(np.clip(direction(feat, s)[0], 0.0, 1.0))),
-        ("direction_purity", lambda s: purity(feat, s)),
+        ("direction_purity", lambda s: purity(feat, s, fps, P)),
         ("motion_stability", lambda s: stability(feat, s, fps, P)),
         ("response_latency", lambda s: latency(feat, s, fps, P)),
     ):

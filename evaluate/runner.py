@@ -52,12 +52,17 @@ def record_folders(run: Path) -> list[Path]:
 
 
 def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "classical", rescore: bool = False,
-                 params: dict | None = None, progress: bool = True) -> dict:
+                 params: dict | None = None, progress: bool = True, write: bool = True) -> dict:
     run = Path(run)
     if not run.is_dir():
         raise FileNotFoundError(f"run folder {run} does not exist (write one with `worldgate generate ... --out {run}`)")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {BACKENDS}")
+    bad = sorted(set(params or ()) - set(PARAMS))
+    if bad:
+        from worldgate.adapters import did_you_mean
+
+        raise did_you_mean("parameter", bad[0], PARAMS)
     unknown = sorted(set(metrics or ()) - set(METRIC_INFO))
     if unknown:
         from worldgate.adapters import did_you_mean
@@ -112,8 +117,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
-    (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
-    (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
+    if write:
+        (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
+        (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
     return results
 
 
@@ -244,3 +250,36 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
         csv, md = write_leaderboard(results, dest)
         print(f"leaderboard: {csv} and {md}")
     return 0
+
+
+def overall(result: dict) -> float | None:
+    """Mean of the available WorldMark columns of a run (the leaderboard's ordering key)."""
+    from .metrics import WORLDMARK_COLUMNS
+
+    vals = [result["metrics"][m]["mean"] for m in WORLDMARK_COLUMNS
+            if m in result["metrics"] and result["metrics"][m]["mean"] is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def run_sweep(runs: list[str], sweeps: list[str], backend: str = "classical") -> list[dict]:
+    """Re-score runs from cached features under other thresholds; report the leaderboard's rank stability."""
+    from scipy.stats import spearmanr
+
+    if len(runs) < 2:
+        raise ValueError("a sweep compares leaderboards: give at least two runs")
+    base = [overall(evaluate_run(Path(r), backend=backend, rescore=True, progress=False, write=False)) for r in runs]
+    rows = []
+    for spec in sweeps:
+        if "=" not in spec:
+            raise ValueError(f"--param {spec!r}: expected NAME=v1,v2,... (e.g. local_mutation_classical=0.04,0.06,0.08)")
+        name, values = spec.split("=", 1)
+        for v in [float(x) for x in values.split(",") if x.strip()]:
+            scores = [overall(evaluate_run(Path(r), backend=backend, rescore=True, params={name: v}, progress=False,
+                                           write=False)) for r in runs]
+            ok = [i for i, (a, b) in enumerate(zip(base, scores)) if a is not None and b is not None]
+            rho = float(spearmanr([base[i] for i in ok], [scores[i] for i in ok])[0]) if len(ok) >= 2 else float("nan")
+            rank_b = np.argsort(np.argsort([-base[i] for i in ok]))
+            rank_s = np.argsort(np.argsort([-scores[i] for i in ok]))
+            rows.append({"param": name, "value": v, "scores": scores, "spearman_rho": rho,
+                         "max_rank_shift": int(np.max(np.abs(rank_b - rank_s))) if ok else None})
+    return rows

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Set up (if needed), then roll out the embedded Engine suite (WorldMark's 15 action sequences on Engine scenes).
+# Set up (if needed), roll out the embedded Engine suite (WorldMark's 15 action sequences on Engine scenes), then
+# score it on the WorldMark metrics and camera following (classical backend: CPU, no weights).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 OUT=${OUT:-runs/engine-worldmark}
 .venv/bin/worldgate generate --model engine --suite worldmark-engine --out "$OUT" "$@"
-echo "records in $OUT (one folder per case: video.mp4, poses.npy, trajectory.json, native/, meta.json)"
+.venv/bin/worldgate evaluate "$OUT"
+echo "records in $OUT (video.mp4, poses.npy, trajectory.json, native/, meta.json); scores in $OUT/results.json"

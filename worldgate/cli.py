@@ -96,6 +96,34 @@ def _table(cols, rows) -> None:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
 
 
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from worldgate.evaluate.runner import run_sweep
+
+    rows = run_sweep(a.runs, a.param, backend=a.backend)
+    names = [Path(r).name for r in a.runs]
+    _table(["param", "value", *names, "spearman rho", "max rank shift"],
+           [[r["param"], f"{r['value']:g}", *("n/a" if x is None else f"{x:.2f}" for x in r["scores"]),
+             f"{r['spearman_rho']:.3f}", str(r["max_rank_shift"])] for r in rows])
+    return 0
+
+
+def cmd_validate(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from worldgate.evaluate.validate import markdown, run_validation
+
+    res = run_validation(Path(a.out), seconds=a.seconds, size=a.size, backend=a.backend, progress=not a.no_progress)
+    md = markdown(res)
+    print(md)
+    if a.docs:
+        Path(a.docs).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.docs).write_text(md)
+        print(f"wrote {a.docs}")
+    return 0 if all(c["ok"] for c in res["checks"]) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worldgate", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -106,6 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="score saved rollouts")
     _add_evaluate(e)
     e.set_defaults(fn=cmd_evaluate)
+    sw = sub.add_parser("sweep", help="re-score runs from cached features under other thresholds; rank stability")
+    sw.add_argument("runs", nargs="+")
+    sw.add_argument("--param", action="append", required=True, metavar="NAME=v1,v2,...",
+                    help="a threshold of worldgate.evaluate.metrics.PARAMS and the values to try (repeatable)")
+    sw.add_argument("--backend", default="classical", choices=["classical", "learned"])
+    sw.set_defaults(fn=cmd_sweep)
+    v = sub.add_parser("validate", help="prove the metrics on Engine faults (fault x metric table)")
+    v.add_argument("--out", default="runs/validate")
+    v.add_argument("--seconds", type=float, default=6.0, help="seconds per key of the validation protocol")
+    v.add_argument("--size", type=int, default=256)
+    v.add_argument("--backend", default="classical", choices=["classical", "learned"])
+    v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
+    v.add_argument("--no-progress", action="store_true")
+    v.set_defaults(fn=cmd_validate)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
     ls.set_defaults(fn=cmd_list)

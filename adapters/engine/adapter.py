@@ -96,7 +96,7 @@ class EngineAdapter(Adapter):
                         "transform": transform, "case_hfov_deg": case_fov,
                         "native_hfov_deg": horizontal_fov_deg(k[0], self.width)},
             prompt=case.prompt, prompt_source=case.prompt_source,
-            extra={"scene": scene, "view": case.view, "duration_s": traj.duration},
+            extra={"scene": scene, "view": case.view, "duration_s": traj.duration, "trajectory": traj.to_dict()},
         )
 
     # ------------------------------------------------------------------------------------------------ runtime
@@ -132,20 +132,21 @@ class EngineAdapter(Adapter):
                      np.zeros((4, 4), np.float32), np.zeros((4, 4), np.int32))
         render_frame._worldgate_warm = True
 
-    def world_for(self, plan: NativeInputs):
+    def world_for(self, plan: NativeInputs, keepout: np.ndarray | None = None):
         from .world import build_world
 
         scene = plan.extra["scene"]
         eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
-        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, plan.arrays["keepout_xz"].tobytes())
+        keepout = plan.arrays["keepout_xz"] if keepout is None else keepout
+        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes())
         if key not in self._worlds:
             self._worlds.clear()  # one world at a time: a case resets all state
-            self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"),
-                                            plan.arrays["keepout_xz"], eye_height=eye,
-                                            duration_hint=float(plan.extra.get("duration_s", 20.0)))
+            self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"), keepout,
+                                            eye_height=eye, duration_hint=float(plan.extra.get("duration_s", 20.0)))
         return self._worlds[key]
 
-    def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0):
+    def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
+               tint: np.ndarray | None = None):
         """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
         from .world import B, G, NX, NZ, VS
 
@@ -154,7 +155,8 @@ class EngineAdapter(Adapter):
         rgb = np.empty((H, W, 3), np.uint8)
         depth = np.empty((H, W), np.float32)
         ids = np.empty((H, W), np.int32)
-        state, tint = world.state_at(t)
+        state, event_tint = world.state_at(t)
+        tint = event_tint if tint is None else tint * event_tint
         X, Y, Z = c2w[:3, 3]
         ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
         render_frame(world.mat, world.inst, world.level, world.occ, world.bits, B, G, world.palette, _texkind(), world.inst_mode,
@@ -165,24 +167,44 @@ class EngineAdapter(Adapter):
             _draw_avatar(rgb, depth, ids, walk_phase)
         return rgb, depth, ids
 
+    # hooks for Engine variants (faults, memory-limited engines): what is rendered may differ from what was asked
+    def render_poses(self, plan: NativeInputs) -> np.ndarray:
+        """Camera-to-world poses actually rendered (Engine GT: exactly the commanded ones)."""
+        return plan.arrays["c2w"]
+
+    def frame_tint(self, world, i: int, t: float, last_ids: np.ndarray | None) -> np.ndarray | None:
+        return None
+
+    def post_frame(self, i: int, rgb: np.ndarray) -> np.ndarray:
+        return rgb
+
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0, with_gt: bool = False) -> Iterator[Chunk]:
         self._compile_once()
-        world = self.world_for(plan)
-        c2w, k, times = plan.arrays["c2w"], plan.arrays["intrinsics"], plan.arrays["times"]
+        self.seed = int(seed)
+        c2w = self.render_poses(plan)
+        world = self.world_for(plan, None if c2w is plan.arrays["c2w"] else _keepout(c2w))
+        k, times = plan.arrays["intrinsics"], plan.arrays["times"]
         third = plan.extra.get("view") == "third"
         walked = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(c2w[:, :3, 3], axis=0), axis=1))])
+        ids = None
         for start in range(0, plan.n_frames, self.chunk):
             stop = min(start + self.chunk, plan.n_frames)
             frames = np.empty((stop - start, self.height, self.width, 3), np.uint8)
             depths, idss = [], []
             for i in range(start, stop):
-                rgb, depth, ids = self.render(world, c2w[i], k, float(times[i]), third, walked[i] / 0.7)
-                frames[i - start] = rgb
+                t = float(times[i])
+                rgb, depth, ids = self.render(world, c2w[i], k, t, third, walked[i] / 0.7,
+                                              self.frame_tint(world, i, t, ids))
+                frames[i - start] = self.post_frame(i, rgb)
                 if with_gt:
                     depths.append(depth)
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
             yield Chunk(start=start, frames=frames, extra=extra)
+
+
+def _keepout(c2w: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(c2w[:, :3, 3][:, [0, 2]], dtype=np.float64)
 
 
 def _texkind():

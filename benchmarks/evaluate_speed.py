@@ -1,0 +1,118 @@
+"""evaluate speed and memory (classical backend).
+
+    .venv/bin/python benchmarks/evaluate_speed.py [--skip-memory]
+
+Goals (issue: evaluate): the full WorldMark metric set on a 20 s, 256x256 record takes <= 4x the time of only
+decoding that video; --rescore of a run takes <= 2 % of its first evaluation and gives bit-identical numbers;
+evaluating a 60 s, 704x1280, 16 fps video peaks under 2 GiB (frames are streamed and resized per extractor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def decode_only(video: Path) -> float:
+    from worldgate.generate.video import read_frames
+
+    t0 = time.perf_counter()
+    n = sum(1 for _ in read_frames(video))
+    dt = time.perf_counter() - t0
+    assert n > 0
+    return dt
+
+
+def speed(tmp: Path) -> None:
+    from worldgate.evaluate.runner import evaluate_run
+    from worldgate.generate.runner import run_generate
+
+    m = tmp / "cases.jsonl"
+    m.write_text(json.dumps({"id": "wr", "trajectory": "W10 R10", "scene": {"seed": 3}}) + "\n")
+    run_generate("engine", str(m), tmp / "run", progress=False)
+    video = tmp / "run" / "wr" / "video.mp4"
+    dec = min(decode_only(video) for _ in range(3))
+    t0 = time.perf_counter()
+    first = evaluate_run(tmp / "run", progress=False)
+    t_first = time.perf_counter() - t0
+    s1 = (tmp / "run" / "samples.jsonl").read_text()
+    t0 = time.perf_counter()
+    evaluate_run(tmp / "run", progress=False, rescore=True)
+    t_re = time.perf_counter() - t0
+    s2 = (tmp / "run" / "samples.jsonl").read_text()
+    print("== full WorldMark metric set, classical, 20 s 256x256 (320 frames) ==")
+    print(f"  decode only {dec:.2f} s; first evaluate {t_first:.2f} s -> ratio {t_first / dec:.2f}x (goal <= 4x)")
+    print(f"  --rescore {t_re:.3f} s -> {100 * t_re / t_first:.2f} % of the first evaluation (goal <= 2 %); "
+          f"bit-identical samples: {s1 == s2}")
+    print(f"  features computed on first run: {first['features']['computed']}")
+
+
+def write_big_record(folder: Path, seconds: float = 60.0, size=(1280, 704), fps: float = 16.0) -> None:
+    """A 60 s 704x1280 record: a textured panorama panned right (a yaw), written like generate does."""
+    from worldgate.generate.records import trajectory_json
+    from worldgate.generate.video import VideoWriter, probe_video
+    from worldgate.trajectories import Trajectory
+    from worldgate.trajectories.suites import Case
+
+    folder.mkdir(parents=True)
+    w, h = size
+    n = int(seconds * fps)
+    rng = np.random.default_rng(0)
+    pano = rng.integers(0, 256, (h // 8, (w + n * 4) // 8 + 2, 3), dtype=np.uint8)
+    pano = np.repeat(np.repeat(pano, 8, 0), 8, 1)[:h]
+    with VideoWriter(folder / "video.mp4", w, h, fps, preset="ultrafast") as vw:
+        for i in range(n):
+            vw.write(np.ascontiguousarray(pano[:, i * 4: i * 4 + w]))
+    traj = Trajectory.parse(f"R{seconds:g}")
+    case = Case(id=folder.name, suite="bench", trajectory=traj, scene={"seed": 0})
+
+    class P:  # the bits of a plan that trajectory_json reads
+        pass
+
+    plan = P()
+    plan.fps, plan.n_frames, plan.segment_frames = fps, n, traj.segment_frames(fps, n)
+    (folder / "trajectory.json").write_text(json.dumps(trajectory_json(case, plan)))
+    np.save(folder / "poses.npy", traj.poses(fps, n))
+    info = probe_video(folder / "video.mp4")
+    meta = {"kind": "rollout", "complete": True, "achieved": info.to_dict(), "requested": info.to_dict(),
+            "case": case.to_dict(), "intrinsics": {}, "files": {}}
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def memory(tmp: Path) -> None:
+    run = tmp / "big"
+    t0 = time.perf_counter()
+    write_big_record(run / "pan")
+    print(f"== memory: 60 s 704x1280 16 fps record written in {time.perf_counter() - t0:.1f} s ==")
+    code = ("import resource, sys, time; from worldgate.evaluate.runner import evaluate_run; t=time.perf_counter(); "
+            f"r = evaluate_run(__import__('pathlib').Path({str(run)!r}), progress=False); "
+            "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, r['errors'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    secs, rss_kb = float(out[0]), int(out[1])
+    print(f"  evaluate took {secs:.1f} s, peak RSS {rss_kb / 1024:.0f} MiB = {rss_kb / 1024 / 2048:.2f} of the 2 GiB goal"
+          f" (the frames alone would be {960 * 704 * 1280 * 3 / 2**30:.2f} GiB)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--skip-memory", action="store_true")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        speed(tmp)
+        if not a.skip_memory:
+            memory(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

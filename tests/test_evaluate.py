@@ -1,0 +1,148 @@
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worldgate.cli import main
+from worldgate.evaluate import metrics as M
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.runner import run_generate
+
+QUICK = ["model.width=128", "model.height=128", "trajectory.seconds=3"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval") / "engine"
+    m = out.parent / "cases.jsonl"
+    rows = [{"id": "w", "trajectory": "worldmark:1", "scene": {"seed": 11}},
+            {"id": "lr", "trajectory": "worldmark:7", "scene": {"seed": 12}},
+            {"id": "ad", "trajectory": "worldmark:8", "scene": {"seed": 13}, "view": "third"}]
+    m.write_text("\n".join(json.dumps(r) for r in rows))
+    res = run_generate("engine", str(m), out, overrides=QUICK, progress=False)
+    assert res.exit_code == 0
+    return out
+
+
+def test_evaluate_writes_results_and_samples(run):
+    r = evaluate_run(run, progress=False)
+    assert (run / "results.json").is_file() and (run / "samples.jsonl").is_file()
+    res = json.loads((run / "results.json").read_text())
+    for mid in M.WORLDMARK_COLUMNS:
+        assert mid in res["metrics"]
+    assert res["backends"]["flow"]["backend"] == "classical" and res["git"] and res["versions"]["numpy"]
+    assert res["config"]["params"]["local_step_s"] == 0.5
+    rows = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert [x["case"] for x in rows] == ["ad", "lr", "w"]
+    by = {x["case"]: x for x in rows}
+    # Engine GT goes where it is told
+    assert by["w"]["scores"]["direction_accuracy_trans"] > 95
+    assert by["lr"]["scores"]["direction_accuracy_rot"] > 95
+    assert by["ad"]["scores"]["direction_accuracy_trans"] > 90
+    assert by["lr"]["scores"]["revisit_memory"] > 90
+    # not applicable is said, never invented
+    assert by["w"]["scores"]["direction_accuracy_rot"] is None
+    assert "no rotation segment" in by["w"]["unavailable"]["direction_accuracy_rot"]
+    assert by["w"]["scores"]["aesthetic_quality"] is None
+    assert res["metrics"]["direction_accuracy_rot"]["coverage"] == pytest.approx(1 / 3)
+
+
+def test_rescore_is_served_from_cache_and_identical(run):
+    a = evaluate_run(run, progress=False)
+    first = (run / "samples.jsonl").read_text()
+    b = evaluate_run(run, progress=False, rescore=True)
+    assert b["features"]["computed"] == 0 and b["features"]["cached"] == 3 * 5
+    assert (run / "samples.jsonl").read_text() == first
+    assert a["metrics"] == b["metrics"]
+
+
+def test_broken_videos_get_error_entries_and_the_rest_is_scored(run, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    shutil.rmtree(bad / ".features", ignore_errors=True)
+    v = bad / "ad" / "video.mp4"
+    v.write_bytes(v.read_bytes()[: v.stat().st_size // 3])  # truncated
+    (bad / "lr" / "video.mp4").write_bytes(b"")  # empty
+    shutil.copytree(bad / "w", bad / "z-corrupt")
+    c = bad / "z-corrupt" / "video.mp4"
+    data = bytearray(c.read_bytes())
+    data[100:4000] = np.random.default_rng(0).integers(0, 256, 3900, dtype=np.uint8).tobytes()
+    c.write_bytes(bytes(data))
+    r = evaluate_run(bad, progress=False)
+    assert set(r["errors"]) >= {"ad", "lr"}
+    assert "decod" in r["errors"]["lr"] or "frames" in r["errors"]["lr"]
+    rows = {json.loads(x)["case"]: json.loads(x) for x in (bad / "samples.jsonl").read_text().splitlines()}
+    assert rows["w"]["scores"]["direction_accuracy_trans"] > 95
+    assert r["metrics"]["direction_accuracy_trans"]["coverage"] < 1.0
+    assert "record error" in r["metrics"]["local_memory"]["unavailable"]
+
+
+def test_cli_evaluate_and_leaderboard(run, tmp_path, capsys):
+    other = tmp_path / "engine-copy"
+    shutil.copytree(run, other)
+    assert main(["evaluate", str(run), str(other), "--no-progress", "--out", str(tmp_path / "lb")]) == 0
+    out = capsys.readouterr().out
+    assert "Direction Accuracy (translation)" in out and "Revisit Memory" in out
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "engine-copy" in md and "| run |" in md
+    assert (tmp_path / "lb" / "leaderboard.csv").read_text().startswith("run,records,")
+    assert main(["evaluate", str(run), "--metrics", "local_memroy", "--no-progress"]) == 2
+    assert "Did you mean 'local_memory'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ metric goldens (synthetic)
+def _feat(sx=None, srad=None, n=160):
+    z = np.zeros(n)
+    return {"flow": {"sx": np.asarray(sx if sx is not None else z, float), "sy": z.copy(),
+                     "srad": np.asarray(srad if srad is not None else z, float), "speed": np.ones(n), "gap": 2},
+            "poses": {"valid": np.zeros(n, bool), "trans_amp": z, "rot_amp": z}}
+
+
+def _seg(key, n=160):
+    return M.Seg(0, key, (0, n + 2), np.arange(n))
+
+
+def test_direction_accuracy_sign():
+    f = _feat(srad=np.full(160, 2.0))
+    assert M.direction(f, _seg("W"))[1] == pytest.approx(1.0)
+    assert M.direction(f, _seg("S"))[1] == pytest.approx(-1.0)
+    f = _feat(sx=np.full(160, -3.0))  # content moves left: turning right
+    assert M.direction(f, _seg("R"))[1] == pytest.approx(1.0)
+    assert M.direction(f, _seg("L"))[1] == pytest.approx(-1.0)
+
+
+def test_motion_stability_goldens():
+    fps = 16.0
+    steady = _feat(srad=np.full(160, 2.0))
+    assert M.stability(steady, _seg("W"), fps) == pytest.approx(1.0)
+    v = np.full(160, 2.0)
+    for k in range(0, 160, 32):  # a 1 s stall every 2 s
+        v[k + 8:k + 24] = 0.0
+    s = M.stability(_feat(srad=v), _seg("W"), fps)
+    # sustain ~0.55, 4-5 hiccups in 10 s -> exp(-hr/0.5) ~ 0.4
+    assert 0.1 < s < 0.4
+
+
+def test_response_latency_goldens():
+    fps = 16.0
+    v = np.full(160, 2.0)
+    v[:32] = 0.0  # responds after 2 s of a 10 s segment
+    s = M.latency(_feat(srad=v), _seg("W"), fps)
+    assert s == pytest.approx(1 - 2.0 / 10.0, abs=0.03)
+    assert M.latency(_feat(srad=np.full(160, -2.0)), _seg("W"), fps) == 0.0  # wrong way: no response
+
+
+def test_purity_on_axis_only_is_one():
+    f = _feat(srad=np.full(160, 2.0))
+    assert M.purity(f, _seg("W")) == pytest.approx(1.0)
+    f = _feat(sx=np.full(160, 2.0), srad=np.full(160, 2.0))
+    assert M.purity(f, _seg("W")) == pytest.approx(0.5)
+
+
+def test_weighted_parallax_split_ignores_still_pairs():
+    f = _feat()
+    f["poses"] = {"valid": np.ones(10, bool), "trans_amp": np.array([5.0] * 4 + [0.0] * 6),
+                  "rot_amp": np.array([0.2] * 4 + [0.01] * 6)}
+    assert M.p_trans(f, np.arange(10)) == pytest.approx(5 / 5.2)
