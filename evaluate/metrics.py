@@ -135,14 +135,37 @@ def smooth(x: np.ndarray, n: int) -> np.ndarray:
     return np.convolve(pad, k, mode="valid")
 
 
-def p_trans(feat: dict, pairs: np.ndarray) -> float:
-    """WorldMark's parallax split: translation share of the horizontal motion over the given pairs."""
+def parallax_amplitudes(feat: dict, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(translation, rotation) horizontal-motion amplitudes per pair.
+
+    Learned backend (METRICS.md): with inverse depth d from the 1 fps depth maps, fit the flow grid's horizontal
+    component ``u = a d + b``; translation = |a| (P95 - P5 of d), rotation = |b|. Classical backend: the pose
+    extractor's split of the tracked flow into rotation-induced and parallax parts."""
+    if "depth" in feat:
+        D, grid = feat["depth"], feat["flow"]["grid"]
+        fr = D["frame"]
+        tr, ro = [], []
+        for p in pairs[pairs < len(grid)]:
+            if len(fr) == 0:
+                break
+            d = D["disparity"][int(np.argmin(np.abs(fr - p)))].ravel().astype(float)
+            u = grid[p][..., 0].ravel().astype(float)
+            A = np.c_[d, np.ones_like(d)]
+            (a, b), *_ = np.linalg.lstsq(A, u, rcond=None)
+            tr.append(abs(a) * (np.percentile(d, 95) - np.percentile(d, 5)))
+            ro.append(abs(b))
+        return np.asarray(tr), np.asarray(ro)
     P = feat["poses"]
     pv = pairs[pairs < len(P["valid"])]
     pv = pv[P["valid"][pv]]
-    if len(pv) == 0:
+    return P["trans_amp"][pv], P["rot_amp"][pv]
+
+
+def p_trans(feat: dict, pairs: np.ndarray) -> float:
+    """WorldMark's parallax split: translation share of the horizontal motion over the given pairs."""
+    tr, ro = parallax_amplitudes(feat, pairs)
+    if len(tr) == 0:
         return 0.5
-    tr, ro = P["trans_amp"][pv], P["rot_amp"][pv]
     w = tr + ro
     if w.sum() <= 1e-9:
         return 0.5
@@ -327,7 +350,8 @@ def revisit_memory(feat, rec, backend: str, P=PARAMS) -> Score:
             gate = f"gain symmetry gate ({sym:.2f})"
         elif cov < P["revisit_coverage_gate"]:
             gate = f"coverage gate ({cov:.2f})"
-        elif TEMPLATES[a.key][2] in ("yaw", "pitch") and _seg_turn_deg(feat, a) < P["revisit_min_turn_deg"]:
+        elif TEMPLATES[a.key][2] in ("yaw", "pitch") and "poses" in feat and \
+                _seg_turn_deg(feat, a) < P["revisit_min_turn_deg"]:
             gate = f"turn below {P['revisit_min_turn_deg']} deg"
         if gate:
             scores.append(0.0)
@@ -365,11 +389,21 @@ def global_memory(feat, rec, P=PARAMS) -> Score:
 
 
 def quality_scores(feat, rec, backend: str, P=PARAMS) -> dict[str, Score]:
-    if backend != "classical":
-        return {m: na("learned quality backend not computed") for m in ("visual_quality", "imaging_quality", "aesthetic_quality")}
     Q = feat["quality"]
-    if len(Q["sharpness"]) == 0:
+    if len(Q["frame"]) == 0:
         return {m: na("no frames") for m in ("visual_quality", "imaging_quality", "aesthetic_quality")}
+    if backend == "learned":
+        aes = float(np.mean(Q["aesthetic"]))
+        img = Q["imaging"][np.isfinite(Q["imaging"])]
+        out = {"aesthetic_quality": Score(aes, detail={"model": "CLIP + linear aesthetic head"})}
+        if len(img):
+            out["imaging_quality"] = Score(float(np.mean(img)), detail={"model": "MUSIQ-SPAQ (pyiqa)"})
+            out["visual_quality"] = Score(100.0 * 0.5 * (aes + float(np.mean(img))))
+        else:
+            why = "imaging model MUSIQ needs pyiqa (optional, PolyForm-NC, needs torchvision): pip install pyiqa"
+            out["imaging_quality"] = na(why)
+            out["visual_quality"] = na(why)
+        return out
     sharp = 1.0 - np.exp(-Q["sharpness"] / P["quality_sharp_ref"])
     noise = np.clip(Q["noise"] / P["quality_noise_ref"], 0, 1)
     img = float(np.mean(sharp * (1 - noise)))
@@ -483,14 +517,32 @@ def _line_sim3(est: np.ndarray, ref: np.ndarray) -> tuple[float, np.ndarray, np.
 
 
 # ----------------------------------------------------------------------------------------------------- all
+#: what a backend cannot measure honestly, and why (reported, never filled from another backend)
+UNAVAILABLE = {
+    "learned": {
+        "global_memory": "no packaged feed-forward reconstruction (VGGT) backend; use --backend classical",
+        "camera_rpe_trans": "no packaged learned pose estimator (DA3 / ViPE); use --backend classical",
+        "camera_rpe_rot": "no packaged learned pose estimator (DA3 / ViPE); use --backend classical",
+    },
+}
+
+
 def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = None, P=PARAMS) -> dict[str, Score]:
     out: dict[str, Score] = {}
-    out.update(worldmark_action(feat, rec, P))
-    out["local_memory"] = local_memory(feat, rec, backend, P)
-    out["revisit_memory"] = revisit_memory(feat, rec, backend, P)
-    out["global_memory"] = global_memory(feat, rec, P)
-    out.update(quality_scores(feat, rec, backend, P))
-    out.update(camera_following(feat, rec, P))
+    if "flow" in feat and ("poses" in feat or "depth" in feat):
+        out.update(worldmark_action(feat, rec, P))
+    if "flow" in feat and "appearance" in feat:
+        out["local_memory"] = local_memory(feat, rec, backend, P)
+        out["revisit_memory"] = revisit_memory(feat, rec, backend, P)
+    if "geometry" in feat:
+        out["global_memory"] = global_memory(feat, rec, P)
+    if "quality" in feat:
+        out.update(quality_scores(feat, rec, backend, P))
+    if "poses" in feat:
+        out.update(camera_following(feat, rec, P))
+    for mid in METRIC_INFO:
+        if mid not in out:
+            out[mid] = na(UNAVAILABLE.get(backend, {}).get(mid, f"features {METRIC_INFO[mid]['needs']} not computed"))
     if wanted:
         out = {k: v for k, v in out.items() if k in wanted}
     return out

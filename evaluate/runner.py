@@ -52,7 +52,8 @@ def record_folders(run: Path) -> list[Path]:
 
 
 def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "classical", rescore: bool = False,
-                 params: dict | None = None, progress: bool = True, write: bool = True) -> dict:
+                 params: dict | None = None, progress: bool = True, write: bool = True,
+                 extractors: list | None = None) -> dict:
     run = Path(run)
     if not run.is_dir():
         raise FileNotFoundError(f"run folder {run} does not exist (write one with `worldgate generate ... --out {run}`)")
@@ -73,7 +74,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     folders = record_folders(run)
     if not folders:
         raise FileNotFoundError(f"{run} holds no rollout records (was it written with --dry-run?)")
-    extractors = extractors_for(backend)
+    extractors = extractors if extractors is not None else extractors_for(backend)
+    if any(ex.backend != backend for ex in extractors):
+        raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
     samples, t_all = [], time.perf_counter()
     feat_stats = {"computed": 0, "cached": 0}
     items = folders

@@ -4,6 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export HOME="${WORLDGATE_TEST_HOME:-$(mktemp -d)}"  # evo and friends write settings under HOME
+export HF_HUB_OFFLINE=1  # tests never download: learned models are built from tiny configs
 .venv/bin/python -m pytest -q "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi

@@ -1,0 +1,290 @@
+"""Learned feature backends, loaded by Hugging Face id / torchvision as the benchmarks use them.
+
+==============  ======================================================  =============================================
+feature         model                                                    used for
+==============  ======================================================  =============================================
+``flow``        torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed (WorldMark runs SEA-RAFT,
+                                                                         which is not packaged; RAFT is its family)
+``depth``       Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps
+                Small-hf``), relative inverse depth
+``appearance``  DINOv2-base (``facebook/dinov2-base``): mean of          local / revisit memory (1 - cos)
+                L2-normalised patch tokens, re-normalised
+``aesthetic``   CLIP ViT-L/14 image embeds + a linear aesthetic head     aesthetic quality (LAION predictor on CLIP)
+                (weights given as a safetensors file)
+``imaging``     MUSIQ-SPAQ through pyiqa when it is installed            imaging quality (pyiqa is PolyForm-NC and
+                                                                         needs torchvision: optional)
+==============  ======================================================  =============================================
+
+Preprocessing is done here (resize + ImageNet / CLIP normalisation) so the exact same code path runs in the
+offline tests, which build every model from a tiny config with random weights, and in production. Global memory
+(VGGT) and camera following (DA3 / ViPE poses) have no packaged learned backend: under ``--backend learned`` they
+are reported unavailable, never filled from another backend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .features import Extractor, FeatureError
+
+DINOV2_ID = "facebook/dinov2-base"
+DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
+CLIP_ID = "openai/clip-vit-large-patch14"
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is pinned by scripts/setup.sh
+        raise FeatureError("the learned backend needs torch: run scripts/setup.sh (it pins the CPU build)") from None
+    return torch
+
+
+def _load(kind: str, hf_id: str, loader):
+    try:
+        return loader()
+    except (OSError, ValueError) as e:
+        raise FeatureError(
+            f"cannot load the {kind} model {hf_id!r} ({type(e).__name__}: {str(e).splitlines()[0][:160]}). Fetch it on "
+            f"a machine with network access (`huggingface-cli download {hf_id}`) and point HF_HOME at that cache, "
+            f"or use --backend classical"
+        ) from None
+
+
+def _to_tensor(frame: np.ndarray, size: tuple[int, int], mean, std, device="cpu"):
+    """uint8 HxWx3 -> normalised 1x3xhxw float tensor at ``size`` = (w, h)."""
+    import cv2
+
+    torch = _torch()
+    f = cv2.resize(frame, size, interpolation=cv2.INTER_AREA if size[0] < frame.shape[1] else cv2.INTER_CUBIC)
+    x = torch.from_numpy(f.astype(np.float32) / 255.0).permute(2, 0, 1)
+    m = torch.tensor(mean).view(3, 1, 1)
+    s = torch.tensor(std).view(3, 1, 1)
+    return ((x - m) / s).unsqueeze(0).to(device)
+
+
+class LearnedFlow(Extractor):
+    """RAFT flow between frames i and i+2 at 432x640-like analysis size (multiples of 8), same signals as classical."""
+
+    name = "flow"
+    version = "1"
+    backend = "learned"
+    max_side = 640
+    MIN_SIDE = 128
+    GRID = 8
+
+    def __init__(self, model=None, iters: int = 12, device: str = "cpu"):
+        self.model, self.iters, self.device = model, iters, device
+
+    def _model(self):
+        if self.model is None:
+            def load():
+                from torchvision.models.optical_flow import Raft_Large_Weights, raft_large
+
+                return raft_large(weights=Raft_Large_Weights.C_T_SKHT_V2, progress=False)
+
+            self.model = _load("flow", "torchvision raft_large C_T_SKHT_V2", load)
+        return self.model.eval().to(self.device)
+
+    def start(self, rec):
+        super().start(rec)
+        self.prev = []
+        self.rows = {k: [] for k in ("sx", "sy", "srad", "speed", "grid")}
+        self._rad = None
+
+    def update(self, i, frame):
+        torch = _torch()
+        h, w = frame.shape[:2]
+        up = max(1.0, self.MIN_SIDE / min(h, w))  # RAFT's correlation pyramid needs >= 128 px
+        h8, w8 = int(math.ceil(h * up / 8)) * 8, int(math.ceil(w * up / 8)) * 8
+        x = _to_tensor(frame, (w8, h8), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), self.device)  # RAFT takes [-1, 1]
+        self.prev.append(x)
+        if len(self.prev) > 2:
+            a = self.prev.pop(0)
+            with torch.inference_mode():
+                flow = self._model()(a, x, num_flow_updates=self.iters)[-1][0].permute(1, 2, 0).cpu().numpy()
+            s = 640.0 / w8
+            if self._rad is None:
+                yy, xx = np.mgrid[0:h8, 0:w8].astype(np.float32)
+                rx, ry = xx + 0.5 - w8 / 2, yy + 0.5 - h8 / 2
+                n = np.maximum(np.hypot(rx, ry), 1e-6)
+                self._rad = (rx / n, ry / n)
+            u, v = flow[..., 0] * s, flow[..., 1] * s
+            self.rows["sx"].append(float(u.mean()))
+            self.rows["sy"].append(float(v.mean()))
+            self.rows["srad"].append(float((u * self._rad[0] + v * self._rad[1]).mean()))
+            self.rows["speed"].append(float(np.hypot(u, v).mean()))
+            G = self.GRID
+            hh, ww = (h8 // G) * G, (w8 // G) * G
+            self.rows["grid"].append((flow[:hh, :ww].reshape(G, hh // G, G, ww // G, 2).mean(axis=(1, 3)) * s)
+                                     .astype(np.float32))
+
+    def finish(self):
+        out = {k: np.asarray(v, np.float32) for k, v in self.rows.items()}
+        if len(out["grid"]) == 0:
+            out["grid"] = np.zeros((0, self.GRID, self.GRID, 2), np.float32)
+        out["gap"] = np.asarray(2)
+        return out
+
+
+class LearnedDepth(Extractor):
+    """Depth Anything relative inverse depth at 1 fps, pooled on the flow's 8x8 grid."""
+
+    name = "depth"
+    version = "1"
+    backend = "learned"
+    max_side = 518
+    GRID = 8
+
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu"):
+        self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+
+    def _model(self):
+        if self.model is None:
+            from transformers import DepthAnythingForDepthEstimation
+
+            self.model = _load("depth", self.hf_id, lambda: DepthAnythingForDepthEstimation.from_pretrained(self.hf_id))
+        return self.model.eval().to(self.device)
+
+    def start(self, rec):
+        super().start(rec)
+        self.step = max(1, int(round(rec.fps)))
+        self.frames, self.grids = [], []
+
+    def update(self, i, frame):
+        if i % self.step:
+            return
+        torch = _torch()
+        h, w = frame.shape[:2]
+        s = self.size / max(h, w)
+        size = (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
+        x = _to_tensor(frame, size, IMAGENET_MEAN, IMAGENET_STD, self.device)
+        with torch.inference_mode():
+            d = self._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+        G = self.GRID
+        hh, ww = (d.shape[0] // G) * G, (d.shape[1] // G) * G
+        self.frames.append(i)
+        self.grids.append(d[:hh, :ww].reshape(G, hh // G, G, ww // G).mean(axis=(1, 3)).astype(np.float32))
+
+    def finish(self):
+        return {"frame": np.asarray(self.frames, np.int32),
+                "disparity": np.asarray(self.grids, np.float32).reshape(-1, self.GRID, self.GRID)}
+
+
+class LearnedAppearance(Extractor):
+    """DINOv2 embedding per frame: mean of L2-normalised patch tokens, re-normalised (WorldMark's memory metrics)."""
+
+    name = "appearance"
+    version = "1"
+    backend = "learned"
+    max_side = 448
+
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu"):
+        self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+
+    def _model(self):
+        if self.model is None:
+            from transformers import Dinov2Model
+
+            self.model = _load("appearance", self.hf_id, lambda: Dinov2Model.from_pretrained(self.hf_id))
+        return self.model.eval().to(self.device)
+
+    def start(self, rec):
+        super().start(rec)
+        self.emb, self.diff, self.last = [], [], None
+
+    def update(self, i, frame):
+        import cv2
+
+        torch = _torch()
+        x = _to_tensor(frame, (self.size, self.size), IMAGENET_MEAN, IMAGENET_STD, self.device)
+        with torch.inference_mode():
+            tok = self._model()(pixel_values=x).last_hidden_state[0, 1:]  # patch tokens
+            tok = torch.nn.functional.normalize(tok.float(), dim=-1).mean(0)
+            e = torch.nn.functional.normalize(tok, dim=0).cpu().numpy()
+        self.emb.append(e.astype(np.float32))
+        g = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+        self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
+        self.last = g
+
+    def finish(self):
+        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": np.asarray(self.diff, np.float32)}
+
+
+class LearnedQuality(Extractor):
+    """Every 4th frame: CLIP + linear aesthetic head (1..10 -> [0, 1]) and, with pyiqa, MUSIQ-SPAQ imaging."""
+
+    name = "quality"
+    version = "1"
+    backend = "learned"
+    max_side = 512
+    STRIDE = 4
+
+    def __init__(self, clip=None, head=None, hf_id: str = CLIP_ID, head_path: str | None = None, imaging=None,
+                 device: str = "cpu"):
+        self.clip, self.head, self.hf_id, self.head_path, self.imaging, self.device = clip, head, hf_id, head_path, imaging, device
+
+    def _models(self):
+        torch = _torch()
+        if self.clip is None:
+            from transformers import CLIPVisionModelWithProjection
+
+            self.clip = _load("aesthetic", self.hf_id, lambda: CLIPVisionModelWithProjection.from_pretrained(self.hf_id))
+        if self.head is None:
+            if not self.head_path:
+                raise FeatureError("the aesthetic head needs its weights: pass head_path=FILE.safetensors (a linear "
+                                   "layer 'weight' (1, D) and 'bias' (1,) on L2-normalised CLIP image embeds)")
+            from safetensors.torch import load_file
+
+            sd = load_file(self.head_path)
+            self.head = torch.nn.Linear(sd["weight"].shape[1], 1)
+            self.head.load_state_dict(sd)
+        if self.imaging is None:
+            try:
+                import pyiqa  # noqa: F401
+
+                self.imaging = pyiqa.create_metric("musiq-spaq", device=self.device)
+            except ImportError:
+                self.imaging = False
+        return self.clip.eval().to(self.device), self.head.eval().to(self.device)
+
+    def start(self, rec):
+        super().start(rec)
+        self.rows = {"frame": [], "aesthetic": [], "imaging": []}
+
+    def update(self, i, frame):
+        if i % self.STRIDE:
+            return
+        torch = _torch()
+        clip, head = self._models()
+        size = clip.config.image_size
+        x = _to_tensor(frame, (size, size), CLIP_MEAN, CLIP_STD, self.device)
+        with torch.inference_mode():
+            e = torch.nn.functional.normalize(clip(pixel_values=x).image_embeds.float(), dim=-1)
+            a = float(head(e)[0, 0])
+        self.rows["frame"].append(i)
+        self.rows["aesthetic"].append(float(np.clip((a - 1.0) / 9.0, 0.0, 1.0)))  # LAION predictor scale 1..10
+        if self.imaging:
+            t = torch.from_numpy(frame.astype(np.float32) / 255.0).permute(2, 0, 1)[None]
+            with torch.inference_mode():
+                self.rows["imaging"].append(float(self.imaging(t)) / 100.0)  # MUSIQ-SPAQ is on 0..100
+        else:
+            self.rows["imaging"].append(math.nan)
+
+    def finish(self):
+        return {k: np.asarray(v, np.float64) for k, v in self.rows.items()}
+
+
+def learned_extractors(device: str = "cpu", **kw) -> list[Extractor]:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise FeatureError("the learned backend needs transformers: pip install -e '.[learned]'") from None
+    return [LearnedFlow(device=device), LearnedDepth(device=device), LearnedAppearance(device=device),
+            LearnedQuality(device=device, head_path=kw.get("aesthetic_head"))]

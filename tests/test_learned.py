@@ -1,0 +1,105 @@
+"""Learned backends run their real code path offline: every model is built from a tiny config with random weights."""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from worldgate.evaluate import metrics as M  # noqa: E402
+from worldgate.evaluate.features import FeatureError  # noqa: E402
+from worldgate.evaluate.learned import LearnedAppearance, LearnedDepth, LearnedFlow, LearnedQuality  # noqa: E402
+from worldgate.evaluate.runner import evaluate_run  # noqa: E402
+from worldgate.generate.runner import run_generate  # noqa: E402
+
+
+def tiny_models():
+    from transformers import (CLIPVisionConfig, CLIPVisionModelWithProjection, DepthAnythingConfig,
+                              DepthAnythingForDepthEstimation, Dinov2Config, Dinov2Model)
+
+    torch.manual_seed(0)
+    dino = Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=4,
+                                    patch_size=14, image_size=224))
+    depth = DepthAnythingForDepthEstimation(DepthAnythingConfig(
+        backbone_config=Dinov2Config(hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                                     out_indices=[1, 2, 3, 4], reshape_hidden_states=False),
+        reassemble_hidden_size=32, reassemble_factors=[4, 2, 1, 0.5], neck_hidden_sizes=[8, 16, 32, 64],
+        fusion_hidden_size=16, head_hidden_size=8))
+    clip = CLIPVisionModelWithProjection(CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                          num_attention_heads=2, patch_size=32, projection_dim=16))
+    head = torch.nn.Linear(16, 1)
+    return dino, depth, clip, head
+
+
+def tiny_extractors():
+    dino, depth, clip, head = tiny_models()
+    exs = [LearnedDepth(model=depth, size=98), LearnedAppearance(model=dino), LearnedQuality(clip=clip, head=head, imaging=False)]
+    try:
+        from torchvision.models.optical_flow import raft_small
+
+        exs.insert(0, LearnedFlow(model=raft_small(weights=None), iters=2))
+    except Exception:  # torchvision absent: the flow comes from nowhere, and the test says so below
+        pass
+    return exs
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("learned") / "engine"
+    m = out.parent / "cases.jsonl"
+    m.write_text(json.dumps({"id": "lr", "trajectory": "L2 R2", "scene": {"seed": 5}}) + "\n")
+    assert run_generate("engine", str(m), out, overrides=["model.width=64", "model.height=64"], progress=False).exit_code == 0
+    return out
+
+
+def test_learned_backend_real_code_path(run):
+    exs = tiny_extractors()
+    r = evaluate_run(run, backend="learned", extractors=exs, progress=False)
+    assert not r["errors"], r["errors"]
+    row = json.loads((run / "samples.jsonl").read_text())
+    keys = set(row["features"].values())
+    assert {"depth@1-learned", "appearance@1-learned", "quality@1-learned"} <= keys
+    s, why = row["scores"], row["unavailable"]
+    assert 0.0 <= s["aesthetic_quality"] <= 1.0
+    assert "VGGT" in why["global_memory"] and "DA3" in why["camera_rpe_rot"]
+    assert "pyiqa" in why["imaging_quality"]
+    if any(isinstance(e, LearnedFlow) for e in exs):
+        assert s["local_memory"] is not None or "frozen" in why["local_memory"]
+        assert np.isfinite([v for k, v in s.items() if k.startswith("direction") and v is not None]).all()
+    # cached under the learned keys: rescoring computes nothing
+    again = evaluate_run(run, backend="learned", extractors=tiny_extractors(), progress=False, rescore=True)
+    assert again["features"]["computed"] == 0
+
+
+def test_learned_embeddings_are_unit_and_shaped(run):
+    from worldgate.evaluate.features import FeatureCache, compute_features, open_record
+
+    rec = open_record(run / "lr")
+    dino, depth, *_ = tiny_models()
+    feats, _ = compute_features(rec, [LearnedAppearance(model=dino), LearnedDepth(model=depth, size=98)],
+                                FeatureCache(run / ".f2"))
+    e = feats["appearance"]["emb"]
+    assert e.shape[0] == rec.n_frames and np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    d = feats["depth"]
+    assert list(d["frame"]) == list(range(0, rec.n_frames, 16)) and d["disparity"].shape[1:] == (8, 8)
+    assert np.isfinite(d["disparity"]).all()
+
+
+def test_parallax_split_from_depth_recovers_translation_share():
+    rng = np.random.default_rng(0)
+    disp = rng.uniform(0.1, 1.0, (1, 8, 8)).astype(np.float32)
+    n = 6
+    grid = np.zeros((n, 8, 8, 2), np.float32)
+    grid[:3, ..., 0] = -4.0 * disp[0]  # lateral translation: flow proportional to inverse depth
+    grid[3:, ..., 0] = -3.0  # yaw: the same flow at every depth
+    feat = {"flow": {"grid": grid}, "depth": {"frame": np.array([0]), "disparity": disp}}
+    assert M.p_trans(feat, np.arange(3)) > 0.95
+    assert M.p_trans(feat, np.arange(3, 6)) < 0.05
+
+
+def test_missing_weights_name_the_model_and_the_fix():
+    ex = LearnedAppearance(hf_id="facebook/dinov2-base")
+    with pytest.raises(FeatureError, match="huggingface-cli download facebook/dinov2-base"):
+        ex._model()
