@@ -3,7 +3,7 @@
 - ``flow``: OpenCV DIS dense optical flow between frames i and i+2 (WorldMark's pairing), in pixels of a
   640-pixel-wide reference frame: ``sx`` (mean horizontal flow), ``sy``, ``srad`` (mean flow along unit vectors
   pointing away from the image centre), ``speed`` (mean flow magnitude) and a coarse 8x8 grid of mean flow.
-- ``poses``: relative camera motion between frames i and i+2 from tracked corners (Shi-Tomasi + pyramidal LK):
+- ``poses``: relative camera motion between frames i and i+2 (i = 0, 2, 4, ...) from tracked corners (Shi-Tomasi + pyramidal LK):
   a rotation-only model (bearings of RANSAC-homography inliers aligned by Kabsch, p1 ~ K R K^-1 p0) when it explains the tracks, else the essential matrix
   (USAC + cheirality). Observed flow is split into its rotation-induced part and the translation (parallax) part,
   which gives WorldMark's translation / rotation amplitudes without a learned depth model.
@@ -35,9 +35,10 @@ def _gray(frame: np.ndarray) -> np.ndarray:
 
 def _gray_norm(frame: np.ndarray) -> np.ndarray:
     """Grey level with the frame's mean and contrast normalised: motion estimates that survive global flicker."""
-    g = _gray(frame).astype(np.float32)
-    m, sd = float(g.mean()), float(g.std())
-    return np.clip((g - m) * (48.0 / max(sd, 1.0)) + 128.0, 0, 255).astype(np.uint8)
+    g = _gray(frame)
+    m, sd = cv2.meanStdDev(g)
+    a = 48.0 / max(float(sd[0, 0]), 1.0)
+    return cv2.convertScaleAbs(g, alpha=a, beta=128.0 - a * float(m[0, 0]))
 
 
 class FlowExtractor(Extractor):
@@ -67,15 +68,15 @@ class FlowExtractor(Extractor):
                 rx, ry = xx + 1.0 - w / 2, yy + 1.0 - h / 2
                 n = np.maximum(np.hypot(rx, ry), 1e-6)
                 self._rad = (rx / n, ry / n)
-            sub = flow[::2, ::2]
-            u, v = sub[..., 0] * s, sub[..., 1] * s
-            self.rows["sx"].append(float(u.mean()))
-            self.rows["sy"].append(float(v.mean()))
-            self.rows["srad"].append(float((u * self._rad[0] + v * self._rad[1]).mean()))
-            self.rows["speed"].append(float(np.hypot(u, v).mean()))
-            G = self.GRID
-            hh, ww = (h // G) * G, (w // G) * G
-            cell = flow[:hh, :ww].reshape(G, hh // G, G, ww // G, 2).mean(axis=(1, 3)) * s
+            sub = np.ascontiguousarray(flow[::2, ::2])
+            u, v = sub[..., 0], sub[..., 1]
+            mu, mv = cv2.mean(u)[0], cv2.mean(v)[0]
+            self.rows["sx"].append(mu * s)
+            self.rows["sy"].append(mv * s)
+            self.rows["srad"].append(cv2.mean(u * self._rad[0] + v * self._rad[1])[0] * s)
+            self.rows["speed"].append(cv2.mean(cv2.magnitude(u, v))[0] * s)
+            G = self.GRID  # cell means by area resampling (C speed; equal to the block mean when G divides the size)
+            cell = cv2.resize(flow, (G, G), interpolation=cv2.INTER_AREA) * s
             self.rows["grid"].append(cell.astype(np.float32))
 
     def finish(self):
@@ -101,9 +102,10 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
 
 class PoseExtractor(Extractor):
     name = "poses"
-    version = "8"
+    version = "10"
     backend = "classical"
     max_side = 256
+    GAP = 2  # frame i vs i+2 for i = 0, 2, 4, ...: the flow's pairing, chained without overlap
     MAX_CORNERS = 200
     LOCKED_MIN_MOTION = 2.0  # px: below this median track motion the camera may be still; keep every track
     LOCKED_FRAC = 0.1  # a track moving less than this share of the median motion is screen-locked
@@ -129,9 +131,9 @@ class PoseExtractor(Extractor):
         if self.K is None:
             self.K = self._k(g.shape[1], g.shape[0])
         self.prev.append(g)
-        if len(self.prev) > PAIR_GAP:
+        if len(self.prev) > self.GAP:
             a = self.prev.pop(0)
-            if (i - PAIR_GAP) % PAIR_GAP == 0:  # non-overlapping pairs 0->2, 2->4, ...: chains without double counting
+            if (i - self.GAP) % self.GAP == 0:  # non-overlapping pairs 0->2, 2->4, ...: chains without double counting
                 self._pair(a, g)
             else:
                 self._skip()
@@ -178,13 +180,13 @@ class PoseExtractor(Extractor):
         pr = _project(K, h0 @ Rh.T)
         err_rot = float(np.median(np.linalg.norm(pr - p1, axis=1)))
         R, t = Rh, np.zeros(3)
-        E, mask = cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
+        small = err_rot <= self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0
+        E, mask = (None, None) if small else cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
         if E is not None and E.shape == (3, 3):
             # model selection: a pure rotation leaves the rotation-only model as good as the essential one (both at
             # the tracking noise); translation leaves parallax that only the essential model explains
             err_e = float(np.median(sampson(E, p0, p1, K))) * K[0, 0]
-            small = err_rot <= self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0
-            if not small and err_rot > self.ROT_RATIO * err_e:
+            if err_rot > self.ROT_RATIO * err_e:
                 _, R2, t2, _ = cv2.recoverPose(E, p0, p1, K, mask=mask)
                 R, t = R2, t2.reshape(3)
                 pr = _project(K, h0 @ R.T)
@@ -210,6 +212,7 @@ class PoseExtractor(Extractor):
             out["R"] = np.zeros((0, 3, 3))
             out["t"] = np.zeros((0, 3))
         out["K"] = self.K if self.K is not None else np.eye(3)
+        out["gap"] = np.asarray(self.GAP)
         out["analysis_width"] = np.asarray(self.prev[-1].shape[1] if self.prev else 0)
         return out
 

@@ -318,7 +318,7 @@ def local_memory(feat, rec, backend: str, P=PARAMS) -> Score:
 def _seg_turn_deg(feat, seg: Seg) -> float:
     P = feat["poses"]
     pairs = seg.pairs[(seg.pairs < len(P["valid"]))]
-    pairs = pairs[pairs % 2 == 0]  # non-overlapping pairs
+    pairs = pairs[pairs % int(P.get("gap", 2)) == 0]  # non-overlapping pairs
     tot = 0.0
     for p in pairs:
         if P["valid"][p]:
@@ -425,7 +425,8 @@ def estimated_trajectory(feat) -> tuple[np.ndarray, np.ndarray]:
     poses, frames = [T.copy()], [0]
     f = float(P["K"][0, 0]) if P["K"].shape == (3, 3) else 1.0
     aw = float(P["analysis_width"]) or 640.0
-    for p in range(0, n, 2):
+    gap = int(P.get("gap", 2))
+    for p in range(0, n, gap):
         R, t = P["R"][p], P["t"][p]
         rel = np.eye(4)
         if P["valid"][p]:
@@ -437,7 +438,7 @@ def estimated_trajectory(feat) -> tuple[np.ndarray, np.ndarray]:
             rel[:3, 3] = c
         T = T @ rel
         poses.append(T.copy())
-        frames.append(p + 2)
+        frames.append(p + gap)
     return np.array(poses), np.array(frames)
 
 
