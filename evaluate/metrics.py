@@ -443,8 +443,6 @@ def estimated_trajectory(feat) -> tuple[np.ndarray, np.ndarray]:
 
 
 def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
-    from scipy.spatial.transform import Rotation
-
     est, frames = estimated_trajectory(feat)
     cmd_all = rec["poses"]
     frames = frames[frames < len(cmd_all)]
@@ -452,14 +450,14 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
     cmd = cmd_all[frames]
     out = {}
     # rotation RPE: sum of angle(dR_t^T dR^_t) / sum of angle(dR_t), no alignment
-    dR = [cmd[i, :3, :3].T @ cmd[i + 1, :3, :3] for i in range(len(cmd) - 1)]
-    dRh = [est[i, :3, :3].T @ est[i + 1, :3, :3] for i in range(len(est) - 1)]
-    ang = lambda M: float(np.linalg.norm(Rotation.from_matrix(M).as_rotvec()))
-    denom = sum(ang(m) for m in dR)
+    Rc, Re = cmd[:, :3, :3], est[:, :3, :3]
+    dR = np.einsum("nji,njk->nik", Rc[:-1], Rc[1:])  # R_t^T R_{t+1}
+    dRh = np.einsum("nji,njk->nik", Re[:-1], Re[1:])
+    denom = float(rotation_angles(dR).sum())
     if denom < math.radians(1.0):
         out["camera_rpe_rot"] = na("commanded path has (almost) no rotation")
     else:
-        out["camera_rpe_rot"] = Score(sum(ang(a.T @ b) for a, b in zip(dR, dRh)) / denom)
+        out["camera_rpe_rot"] = Score(float(rotation_angles(np.einsum("nji,njk->nik", dR, dRh)).sum()) / denom)
     path = np.linalg.norm(np.diff(cmd[:, :3, 3], axis=0), axis=1).sum()
     if path < 1e-6:
         out["camera_rpe_trans"] = na("commanded path has no translation")
@@ -469,6 +467,12 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
     except Exception as e:  # evo raises on degenerate alignments; say so
         out["camera_rpe_trans"] = na(f"Sim(3) alignment failed: {type(e).__name__}: {e}")
     return out
+
+
+def rotation_angles(R: np.ndarray) -> np.ndarray:
+    """Geodesic angle (radians) of each rotation matrix in a (N, 3, 3) stack."""
+    tr = np.trace(R, axis1=1, axis2=2)
+    return np.arccos(np.clip((tr - 1.0) / 2.0, -1.0, 1.0))
 
 
 def _rpe_trans_evo(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
