@@ -41,50 +41,63 @@ def _gray_norm(frame: np.ndarray) -> np.ndarray:
     return cv2.convertScaleAbs(g, alpha=a, beta=128.0 - a * float(m[0, 0]))
 
 
+class FlowSignals:
+    """WorldMark's flow signals from dense flow fields, accumulated pair by pair (shared by both flow backends):
+    ``sx`` mean horizontal flow, ``sy`` mean vertical flow, ``srad`` mean flow along unit vectors pointing away from
+    the image centre, ``speed`` mean magnitude, ``grid`` 8x8 cell means; all in pixels of a 640-wide frame."""
+
+    GRID = 8
+
+    def __init__(self):
+        self.rows: dict[str, list] = {k: [] for k in ("sx", "sy", "srad", "speed", "grid")}
+        self._rad = None
+
+    def add(self, flow: np.ndarray) -> None:
+        h, w = flow.shape[:2]
+        s = REF_WIDTH / w
+        if self._rad is None:  # statistics on every other pixel: the means are the same, the cost a quarter
+            yy, xx = np.mgrid[0:h:2, 0:w:2].astype(np.float32)
+            rx, ry = xx + 1.0 - w / 2, yy + 1.0 - h / 2
+            n = np.maximum(np.hypot(rx, ry), 1e-6)
+            self._rad = (rx / n, ry / n)
+        sub = np.ascontiguousarray(flow[::2, ::2], dtype=np.float32)
+        u, v = sub[..., 0], sub[..., 1]
+        self.rows["sx"].append(cv2.mean(u)[0] * s)
+        self.rows["sy"].append(cv2.mean(v)[0] * s)
+        self.rows["srad"].append(cv2.mean(u * self._rad[0] + v * self._rad[1])[0] * s)
+        self.rows["speed"].append(cv2.mean(cv2.magnitude(u, v))[0] * s)
+        G = self.GRID  # cell means by area resampling (C speed; equal to the block mean when G divides the size)
+        cell = cv2.resize(np.ascontiguousarray(flow, dtype=np.float32), (G, G), interpolation=cv2.INTER_AREA) * s
+        self.rows["grid"].append(cell.astype(np.float32))
+
+    def arrays(self, gap: int = PAIR_GAP) -> dict[str, np.ndarray]:
+        out = {k: np.asarray(v, np.float32) for k, v in self.rows.items()}
+        if len(out["grid"]) == 0:
+            out["grid"] = np.zeros((0, self.GRID, self.GRID, 2), np.float32)
+        out["gap"] = np.asarray(gap)
+        return out
+
+
 class FlowExtractor(Extractor):
     name = "flow"
     version = "3"
     backend = "classical"
     max_side = 256
-    GRID = 8
 
     def start(self, rec):
         super().start(rec)
         self.prev: list[np.ndarray] = []
-        self.rows: dict[str, list] = {k: [] for k in ("sx", "sy", "srad", "speed", "grid")}
+        self.signals = FlowSignals()
         self.dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST)
-        self._rad = None
 
     def update(self, i, frame):
         g = _gray_norm(frame)
         self.prev.append(g)
         if len(self.prev) > PAIR_GAP:
-            a = self.prev.pop(0)
-            flow = self.dis.calc(a, g, None)
-            h, w = g.shape
-            s = REF_WIDTH / w
-            if self._rad is None:  # statistics on every other pixel: the means are the same, the cost a quarter
-                yy, xx = np.mgrid[0:h:2, 0:w:2].astype(np.float32)
-                rx, ry = xx + 1.0 - w / 2, yy + 1.0 - h / 2
-                n = np.maximum(np.hypot(rx, ry), 1e-6)
-                self._rad = (rx / n, ry / n)
-            sub = np.ascontiguousarray(flow[::2, ::2])
-            u, v = sub[..., 0], sub[..., 1]
-            mu, mv = cv2.mean(u)[0], cv2.mean(v)[0]
-            self.rows["sx"].append(mu * s)
-            self.rows["sy"].append(mv * s)
-            self.rows["srad"].append(cv2.mean(u * self._rad[0] + v * self._rad[1])[0] * s)
-            self.rows["speed"].append(cv2.mean(cv2.magnitude(u, v))[0] * s)
-            G = self.GRID  # cell means by area resampling (C speed; equal to the block mean when G divides the size)
-            cell = cv2.resize(flow, (G, G), interpolation=cv2.INTER_AREA) * s
-            self.rows["grid"].append(cell.astype(np.float32))
+            self.signals.add(self.dis.calc(self.prev.pop(0), g, None))
 
     def finish(self):
-        out = {k: np.asarray(v, np.float32) for k, v in self.rows.items()}
-        if len(out["grid"]) == 0:
-            out["grid"] = np.zeros((0, self.GRID, self.GRID, 2), np.float32)
-        out["gap"] = np.asarray(PAIR_GAP)
-        return out
+        return self.signals.arrays()
 
 
 def _default_K(w: int, h: int) -> np.ndarray:

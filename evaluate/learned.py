@@ -77,7 +77,6 @@ class LearnedFlow(Extractor):
     backend = "learned"
     max_side = 640
     MIN_SIDE = 128
-    GRID = 8
 
     def __init__(self, model=None, iters: int = 12, device: str = "cpu"):
         self.model, self.iters, self.device = model, iters, device
@@ -93,10 +92,11 @@ class LearnedFlow(Extractor):
         return self.model.eval().to(self.device)
 
     def start(self, rec):
+        from .classical import FlowSignals
+
         super().start(rec)
         self.prev = []
-        self.rows = {k: [] for k in ("sx", "sy", "srad", "speed", "grid")}
-        self._rad = None
+        self.signals = FlowSignals()
 
     def update(self, i, frame):
         torch = _torch()
@@ -109,28 +109,10 @@ class LearnedFlow(Extractor):
             a = self.prev.pop(0)
             with torch.inference_mode():
                 flow = self._model()(a, x, num_flow_updates=self.iters)[-1][0].permute(1, 2, 0).cpu().numpy()
-            s = 640.0 / w8
-            if self._rad is None:
-                yy, xx = np.mgrid[0:h8, 0:w8].astype(np.float32)
-                rx, ry = xx + 0.5 - w8 / 2, yy + 0.5 - h8 / 2
-                n = np.maximum(np.hypot(rx, ry), 1e-6)
-                self._rad = (rx / n, ry / n)
-            u, v = flow[..., 0] * s, flow[..., 1] * s
-            self.rows["sx"].append(float(u.mean()))
-            self.rows["sy"].append(float(v.mean()))
-            self.rows["srad"].append(float((u * self._rad[0] + v * self._rad[1]).mean()))
-            self.rows["speed"].append(float(np.hypot(u, v).mean()))
-            G = self.GRID
-            hh, ww = (h8 // G) * G, (w8 // G) * G
-            self.rows["grid"].append((flow[:hh, :ww].reshape(G, hh // G, G, ww // G, 2).mean(axis=(1, 3)) * s)
-                                     .astype(np.float32))
+            self.signals.add(flow)
 
     def finish(self):
-        out = {k: np.asarray(v, np.float32) for k, v in self.rows.items()}
-        if len(out["grid"]) == 0:
-            out["grid"] = np.zeros((0, self.GRID, self.GRID, 2), np.float32)
-        out["gap"] = np.asarray(2)
-        return out
+        return self.signals.arrays()
 
 
 class LearnedDepth(Extractor):
