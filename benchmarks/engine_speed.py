@@ -66,11 +66,11 @@ def main():
         run_generate("engine", "worldmark-engine", tmp / "warm", limit=1, overrides=ov + ["trajectory.seconds=0.5"],
                      progress=False)  # compile outside the timing
         ratios = []
-        for limit in (1,):
+        for rep in range(3):  # this machine is noisy: three runs, the median is the number
             t0 = time.perf_counter()
-            res = run_generate("engine", "worldmark-engine", tmp / "gen", limit=limit, overrides=ov, progress=False)
+            res = run_generate("engine", "worldmark-engine", tmp / f"gen{rep}", limit=1, overrides=ov, progress=False)
             gen_s = time.perf_counter() - t0
-            rec = tmp / "gen" / res.done[0]
+            rec = tmp / f"gen{rep}" / res.done[0]
             frames = np.stack(list(__import__("worldgate.generate.video", fromlist=["read_frames"]).read_frames(rec / "video.mp4")))
             t0 = time.perf_counter()
             with VideoWriter(tmp / "enc.mp4", a.size, a.size, 16.0) as w:
@@ -78,7 +78,8 @@ def main():
             enc_s = time.perf_counter() - t0
             ratios.append(gen_s / enc_s)
             print(f"  {len(frames)} frames: generate {gen_s:.2f} s (render+encode+probe+record), encode-only "
-                  f"{enc_s:.2f} s, ratio {gen_s / enc_s:.2f}x (goal <= 3x)")
+                  f"{enc_s:.2f} s, ratio {gen_s / enc_s:.2f}x")
+        print(f"  median ratio {np.median(ratios):.2f}x (goal <= 3x)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

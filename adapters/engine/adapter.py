@@ -7,7 +7,8 @@ frame. Scenes come from the case's ``scene`` spec; an image-conditioned case is 
 its own scenes.
 
 Model args (``--model-args`` / ``key=value``): ``width``, ``height`` (default 256), ``fps`` (16), ``chunk`` (frames
-per chunk, 16), ``fog_m`` (view distance, 28 m).
+per chunk, 16), ``fog_m`` (view distance, 28 m), ``threads`` (0: all cores, 1: one), ``sample`` (ray grid in pixels,
+4; 1 traces every pixel).
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ class EngineAdapter(Adapter):
     )
 
     def __init__(self, width: int = 256, height: int = 256, fps: float = 16.0, chunk: int = 16, fog_m: float = 28.0,
-                 threads: int = 0, **model_args):
+                 threads: int = 0, sample: int = 4, **model_args):
         super().__init__(width=int(width), height=int(height), fps=float(fps), chunk=int(chunk), fog_m=float(fog_m),
                          **model_args)
         self.threads = int(threads)  # 1: one core; 0: all cores (frames are identical either way)
+        self.sample = int(sample)  # ray grid in pixels (a power of two); 1 traces every pixel
+        if self.sample < 1 or self.sample & (self.sample - 1):
+            raise AdapterError(f"engine: sample must be a power of two >= 1, got {sample}")
         self.width, self.height, self.fps, self.chunk, self.fog_m = int(width), int(height), float(fps), int(chunk), float(fog_m)
         if self.width < 16 or self.height < 16 or self.fps <= 0 or self.chunk < 1:
             raise AdapterError(f"engine: bad size/fps/chunk {self.width}x{self.height} @ {self.fps} fps, chunk {self.chunk}")
@@ -129,7 +133,7 @@ class EngineAdapter(Adapter):
         render_frame(mat, z, lv, occ, np.zeros((2, 2, 2), np.uint64), B, 2, np.ones((2, 3), np.float32), np.zeros(2, np.int8), np.zeros(2, np.int8),
                      np.zeros(2, np.float32), np.ones((2, 3), np.float32), np.eye(3), 4.0, 4.0, 4.0, 0.25, 4.0, 4.0,
                      2.0, 2.0, 5.0, 1.0, np.ones(3), np.ones(3), np.zeros((4, 4), np.float32), np.zeros((4, 4, 3), np.uint8),
-                     np.zeros((4, 4), np.float32), np.zeros((4, 4), np.int32))
+                     np.zeros((4, 4), np.float32), np.zeros((4, 4), np.int32), self.sample)
         render_frame._worldgate_warm = True
 
     def world_for(self, plan: NativeInputs, keepout: np.ndarray | None = None):
@@ -162,7 +166,7 @@ class EngineAdapter(Adapter):
         render_frame(world.mat, world.inst, world.level, world.occ, world.bits, B, G, world.palette, _texkind(), world.inst_mode,
                      state, tint, np.ascontiguousarray(c2w[:3, :3], dtype=np.float64), ox, oh, oz, VS,
                      k[0], k[1], k[2] + 0.5, k[3] + 0.5, self.fog_m, 0.35 * self.fog_m, world.sky_top,
-                     world.sky_horizon, world.clouds, rgb, depth, ids)
+                     world.sky_horizon, world.clouds, rgb, depth, ids, self.sample)
         if with_avatar:
             _draw_avatar(rgb, depth, ids, walk_phase)
         return rgb, depth, ids
