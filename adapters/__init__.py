@@ -23,6 +23,8 @@ MODELS: dict[str, str] = {
     "engine-flicker": "worldgate.adapters.engine.faults:FlickerEngine",
     "engine-forget": "worldgate.adapters.engine.faults:ForgetEngine",
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
+    # real models (plan proven by golden tests; runtimes drive the official repositories)
+    "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
 }
 
 #: models of the benchmarks with no public code: listed in the docs, never registered

@@ -1,0 +1,78 @@
+"""LingBot-World (robbyant/lingbot-world, Apache-2.0): camera poses in, 480x832 / 16 fps video out.
+
+Conventions this adapter relies on, read at commit a43bec7f8091c83e9b30b16b912f6fc906236fa6 (docs/probes/lingbot-world.md):
+
+- Control: ``--action_path DIR`` holding ``poses.npy`` [N, 4, 4] float32 camera-to-world in OpenCV axes and
+  ``intrinsics.npy`` [N, 4] ``[fx, fy, cx, cy]`` (README.md:121-122; wan/image2video.py:314). Only intrinsics row 0
+  is used (wan/image2video.py:385-395, 405). The cam checkpoint is selected by 'cam' in ``--ckpt_dir``
+  (wan/image2video.py:98-101).
+- Poses are made relative to frame 0, turned into frame-to-frame deltas and every translation is divided by the
+  clip's largest step (wan/utils/cam_utils.py:59-72): absolute speed is lost, rotations are kept. Pure rotations must
+  carry exactly zero translation (they do here: the unified integration is exact).
+- Intrinsics are read as pixels of a 480x832 (HxW) image whatever the input image is, then scaled by W/832 and H/480
+  to the working size (wan/image2video.py:387-394; wan/utils/cam_utils.py:120-151); the image is bicubic-stretched to
+  the working size (wan/image2video.py:438-446). Regime 4: the case's ``[fx, fy, cx, cy]`` in original-image pixels
+  are scaled by (832 / w0, 480 / h0).
+- Frames: ``--frame_num`` must be 4k+1 (generate.py:122); poses are truncated to ((N-1)//4)*4+1
+  (wan/image2video.py:315-317). The writer uses ``sample_fps = 16`` (generate.py:359-365; wan/configs/shared_config.py:17).
+  A 20 s key is 320 frames; a case of K keys is 320 K + 1 frames (the extra frame is the conditioning image's pose).
+- Chunking (generate_fast.py): 3 latent frames (12 video frames) per chunk, rolling KV cache with
+  ``--local_attn_size`` / ``--sink_size`` (generate_fast.py:157-166, 276).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+
+WORK_W, WORK_H = 832, 480  # the pixel units intrinsics.npy is read in (wan/image2video.py:387-394)
+
+
+class LingBotWorld(Adapter):
+    info = AdapterInfo(
+        name="lingbot-world", version="0.1", width=832, height=480, fps=16.0,
+        fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:359-365)",
+        chunk_frames=12, first_chunk_frames=12, duration_unit="frames (4k+1)", control="poses",
+        pose_convention="c2w OpenCV; relative to frame 0, translation max-normalised inside the model",
+        intrinsics_regime=4, aspect_policy="stretch", context_policies=("full_kv", "sliding_window"),
+        hf_ids=("robbyant/lingbot-world-base-cam", "robbyant/lingbot-world-fast"),
+        repository="https://github.com/robbyant/lingbot-world", licence="Apache-2.0", integration="A",
+        notes="--action_path with poses.npy + intrinsics.npy; absolute speed is not controllable (max-norm)",
+    )
+    FPS = 16.0
+
+    def plan(self, case) -> NativeInputs:
+        traj = case.trajectory
+        n = traj.n_frames(self.FPS)
+        F = n + 1 if n % 4 == 0 else 4 * math.ceil((n - 1) / 4) + 1  # 4k+1, the extra frame holds the end pose
+        caveats = ["translation is normalised to unit largest step inside the model: absolute speed is lost, "
+                   "the speed profile within the clip is kept"]
+        if F != n + 1:
+            caveats.append(f"{n} frames rounded up to {F} (4k+1): the last {F - n} frames hold the final pose")
+        poses = np.stack([traj.pose_at(min(i / self.FPS, traj.duration)) for i in range(F)]).astype(np.float32)
+        if case.intrinsics is None or case.image_size is None:
+            raise AdapterError(f"lingbot-world needs the case's intrinsics and image size (regime 4); case {case.id} has none")
+        fx, fy, cx, cy = case.intrinsics
+        w0, h0 = case.image_size
+        sx, sy = WORK_W / w0, WORK_H / h0
+        k = np.array([fx * sx, fy * sy, cx * sx, cy * sy], np.float32)
+        intr = np.repeat(k[None], F, axis=0)
+        seg = [(int(a), int(b)) for a, b in traj.segment_frames(self.FPS, n)]
+        cmd = (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/lingbot-world-base-cam "
+               f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --prompt \"$(cat prompt.txt)\"")
+        return NativeInputs(
+            adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=WORK_W, height=WORK_H,
+            fps=self.FPS, n_frames=F, segment_frames=seg,
+            arrays={"c2w": poses.astype(np.float64), "intrinsics": intr},
+            files={"action/poses.npy": poses, "action/intrinsics.npy": intr, "prompt.txt": case.prompt,
+                   "command.txt": cmd + "\n"},
+            intrinsics={"regime": 4, "case": case.intrinsics, "case_image_size": list(case.image_size),
+                        "native": k.tolist(), "native_size": [WORK_W, WORK_H],
+                        "transform": {"policy": "stretch", "scale_xy": [sx, sy]},
+                        "case_hfov_deg": horizontal_fov_deg(fx, w0), "native_hfov_deg": horizontal_fov_deg(float(k[0]), WORK_W)},
+            prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
+            extra={"frame_num": F, "keys_frames": 320, "image": case.image},
+        )
