@@ -25,6 +25,7 @@ MODELS: dict[str, str] = {
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
+    "matrix-game-2": "worldgate.adapters.matrix_game_2:MatrixGame2",
 }
 
 #: models of the benchmarks with no public code: listed in the docs, never registered

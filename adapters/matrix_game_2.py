@@ -1,0 +1,91 @@
+"""Matrix-Game 2.0 (SkyworkAI/Matrix-Game, Matrix-Game-2/, MIT): per-frame keyboard and mouse, 352x640 video.
+
+Conventions this adapter relies on, read at Matrix-Game-2/ of commit 3ceb3114b65ff2c70ce9c3d6cab207b340ebe650
+(docs/probes/matrix-game-2.md):
+
+- ``keyboard_cond`` [1, F, 4] multi-hot in the order **[W, S, A, D]** and ``mouse_cond`` [1, F, 2] in the order
+  **[pitch, yaw]** (Matrix-Game-2/utils/conditions.py:73-87). One row per video frame (inference.py:113, 122, 130).
+- Magnitude: ``CAM_VALUE = 0.1`` (utils/conditions.py:77); signs: ``camera_up = [+0.1, 0]``,
+  ``camera_r = [0, +0.1]`` (utils/conditions.py:78-87; pipeline/causal_inference.py:20-29): + pitch is up, + yaw is
+  right. No degrees-per-unit exists in the code: the model's turn rate cannot be set, so every commanded yaw or pitch
+  rate maps to +-0.1 and the mismatch is recorded as a caveat.
+- Frames: F = 4 L - 3 video frames for L latents, L a multiple of 3 (inference.py:113; causal_inference.py:200;
+  configs/inference_yaml/inference_universal.yaml:15). Blocks of 3 latents: the first block is 9 frames, later
+  ones 12 (causal_inference.py:117-121).
+- fps: the writer uses ``export_to_video(..., fps=12)`` (utils/visualize.py:167, 186); the README's "25 fps" is a
+  generation speed. 20 s keys are 240 frames; frame 0 is the conditioning image.
+- No action file is read: ``inference.py`` draws random benchmark actions (inference.py:120-131). Integration B: a
+  patch replaces ``conditional_dict['keyboard_cond' / 'mouse_cond']`` with the arrays of ``actions.npz``.
+- No camera model (regime 1); image resize-cropped to 352x640 (inference.py:41-45, 99); rolling KV window of 6
+  latents, no sink (configs/distilled_model/universal/config.json:42, 47).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from worldgate.trajectories.core import Look, Move
+
+from .base import Adapter, AdapterInfo, NativeInputs, horizontal_fov_deg
+
+CAM_VALUE = 0.1
+KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D]
+
+
+class MatrixGame2(Adapter):
+    info = AdapterInfo(
+        name="matrix-game-2", version="0.1", width=640, height=352, fps=12.0,
+        fps_source="writer: export_to_video(fps=12) (utils/visualize.py:167,186); README 25 fps is generation speed",
+        chunk_frames=12, first_chunk_frames=9, duration_unit="frames (4L-3, L latents a multiple of 3)",
+        control="keyboard [W,S,A,D] + mouse [pitch,yaw] per frame", pose_convention="none",
+        intrinsics_regime=1, aspect_policy="crop", context_policies=("sliding_window",),
+        hf_ids=("Skywork/Matrix-Game-2.0",), repository="https://github.com/SkyworkAI/Matrix-Game (Matrix-Game-2/)",
+        licence="MIT", integration="B",
+        notes="no action-file input upstream: a patch loads actions.npz into conditional_dict; mouse magnitude fixed",
+    )
+    FPS = 12.0
+
+    def plan(self, case) -> NativeInputs:
+        traj = case.trajectory
+        n = traj.n_frames(self.FPS)  # frames after the conditioning frame
+        L = 3 * math.ceil((n + 4) / 12)  # smallest multiple of 3 with 4L - 3 >= n + 1
+        F = 4 * L - 3
+        kb = np.zeros((F, 4), np.float32)
+        ms = np.zeros((F, 2), np.float32)
+        bounds = traj.boundaries()
+        segs = []
+        for s, t0, t1 in zip(traj.segments, bounds[:-1], bounds[1:]):
+            a = 1 + int(math.ceil(round(t0 * self.FPS, 9)))
+            b = 1 + int(math.ceil(round(t1 * self.FPS, 9)))
+            segs.append((a, b))
+            if s.move is not Move.IDLE:
+                kb[a:b, KEY_ORDER.index(s.move)] = 1.0
+            if s.look is Look.PITCH_UP:
+                ms[a:b, 0] = CAM_VALUE
+            elif s.look is Look.PITCH_DOWN:
+                ms[a:b, 0] = -CAM_VALUE
+            elif s.look is Look.YAW_RIGHT:
+                ms[a:b, 1] = CAM_VALUE
+            elif s.look is Look.YAW_LEFT:
+                ms[a:b, 1] = -CAM_VALUE
+        kb[0], ms[0] = kb[1], ms[1]  # row 0 (the conditioning frame) is the padding source: the first command
+        caveats = ["mouse magnitude is the model's constant 0.1 per frame: the commanded turn rate is not matched",
+                   "move speed is the model's own: the commanded speed is not matched",
+                   "the prompt is not used by Matrix-Game 2.0 (image-only conditioning)"]
+        if F - 1 > n:
+            caveats.append(f"{F - 1 - n} trailing frames (to reach 4L-3 with L % 3 == 0) carry no command")
+        hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
+        cmd = (f"python inference.py --config_path configs/inference_yaml/inference_universal.yaml --checkpoint_path "
+               f"CKPT/base_distilled_model/base_distill.safetensors --img_path {case.image or 'IMAGE'} "
+               f"--num_output_frames {L} --actions actions.npz  # --actions is added by the worldgate patch")
+        return NativeInputs(
+            adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=640, height=352,
+            fps=self.FPS, n_frames=F, segment_frames=segs, arrays={"keyboard_cond": kb, "mouse_cond": ms},
+            files={"actions.npz": {"keyboard_cond": kb, "mouse_cond": ms}, "command.txt": cmd + "\n"},
+            intrinsics={"regime": 1, "case": case.intrinsics, "case_hfov_deg": hfov, "native_hfov_deg": None,
+                        "note": "no camera model: the model's field of view is not defined"},
+            prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
+            extra={"num_output_frames": L, "image": case.image},
+        )
