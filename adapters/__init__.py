@@ -25,6 +25,7 @@ MODELS: dict[str, str] = {
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
+    "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",
     "matrix-game-2": "worldgate.adapters.matrix_game_2:MatrixGame2",
 }
 

@@ -43,15 +43,22 @@ class LingBotWorld(Adapter):
         notes="--action_path with poses.npy + intrinsics.npy; absolute speed is not controllable (max-norm)",
     )
     FPS = 16.0
+    FRAME_RULE = "4k+1"
+    CKPT = "lingbot-world-base-cam"
+
+    def frame_count(self, n: int) -> int:
+        """Video frames for n commanded frames after the conditioning one: the smallest 4k+1 >= n + 1."""
+        return 4 * math.ceil(n / 4) + 1
 
     def plan(self, case) -> NativeInputs:
         traj = case.trajectory
         n = traj.n_frames(self.FPS)
-        F = n + 1 if n % 4 == 0 else 4 * math.ceil((n - 1) / 4) + 1  # 4k+1, the extra frame holds the end pose
+        F = self.frame_count(n)
         caveats = ["translation is normalised to unit largest step inside the model: absolute speed is lost, "
                    "the speed profile within the clip is kept"]
         if F != n + 1:
-            caveats.append(f"{n} frames rounded up to {F} (4k+1): the last {F - n} frames hold the final pose")
+            caveats.append(f"{n + 1} frames rounded up to {F} ({self.FRAME_RULE}): the last {F - n - 1} frames hold "
+                           "the final pose")
         poses = np.stack([traj.pose_at(min(i / self.FPS, traj.duration)) for i in range(F)]).astype(np.float32)
         if case.intrinsics is None or case.image_size is None:
             raise AdapterError(f"lingbot-world needs the case's intrinsics and image size (regime 4); case {case.id} has none")
@@ -61,8 +68,7 @@ class LingBotWorld(Adapter):
         k = np.array([fx * sx, fy * sy, cx * sx, cy * sy], np.float32)
         intr = np.repeat(k[None], F, axis=0)
         seg = [(int(a), int(b)) for a, b in traj.segment_frames(self.FPS, n)]
-        cmd = (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/lingbot-world-base-cam "
-               f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --prompt \"$(cat prompt.txt)\"")
+        cmd = self.command(case, F)
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=WORK_W, height=WORK_H,
             fps=self.FPS, n_frames=F, segment_frames=seg,
@@ -76,3 +82,7 @@ class LingBotWorld(Adapter):
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
             extra={"frame_num": F, "keys_frames": 320, "image": case.image},
         )
+
+    def command(self, case, F: int) -> str:
+        return (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/{self.CKPT} "
+                f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --prompt \"$(cat prompt.txt)\"")

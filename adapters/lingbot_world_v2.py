@@ -1,0 +1,45 @@
+"""LingBot-World v2 (robbyant/lingbot-world-v2, CC BY-NC-SA 4.0): the causal-fast 14B model, poses only.
+
+Same input files and conventions as v1 (see adapters/lingbot_world.py), read at commit
+2648877f763a06cc743bcd919936da4d25f12e7b (docs/probes/lingbot-world-v2.md):
+
+- ``--action_path`` is required and holds ``poses.npy`` [N, 4, 4] c2w OpenCV and ``intrinsics.npy`` [N, 4] in
+  480x832 pixels, row 0 used (wan/image2video.py:477-482, 551-561); no keyboard or DSL input exists (wasd_action is
+  None: wan/image2video.py:577); translation is max-normalised (wan/utils/cam_utils.py:56-75).
+- Frames: latents are truncated to a multiple of ``--chunk_size`` (default 4) *after* the poses were resampled over
+  the requested length (wan/image2video.py:498-500, 563-571), which squeezes the trajectory in time unless
+  ``(F - 1) // 4 + 1`` is a multiple of 4, i.e. F = 16 m - 3 (317, 333, ...). This adapter always asks for such an F,
+  so the poses land on the frames they were planned for; the tail frames hold the final pose.
+- Writer fps 16 (generate.py:292-298); recommended window ``--local_attn_size 18 --sink_size 6`` (README.md:108).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .base import AdapterInfo
+from .lingbot_world import LingBotWorld
+
+
+class LingBotWorldV2(LingBotWorld):
+    info = AdapterInfo(
+        name="lingbot-world-v2", version="0.1", width=832, height=480, fps=16.0,
+        fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:292-298)",
+        chunk_frames=16, first_chunk_frames=13, duration_unit="frames (16m-3: whole 4-latent chunks)",
+        control="poses", pose_convention="c2w OpenCV; relative to frame 0, translation max-normalised inside the model",
+        intrinsics_regime=4, aspect_policy="stretch", context_policies=("full_kv", "sliding_window"),
+        hf_ids=("robbyant/lingbot-world-v2-14b-causal-fast",), repository="https://github.com/robbyant/lingbot-world-v2",
+        licence="CC BY-NC-SA 4.0", integration="A",
+        notes="causal-fast only; --local_attn_size 18 --sink_size 6 as the README runs it",
+    )
+    FRAME_RULE = "16m-3, whole 4-latent chunks"
+    CKPT = "lingbot-world-v2-14b-causal-fast"
+
+    def frame_count(self, n: int) -> int:
+        """The smallest 16 m - 3 >= n + 1 (whole chunks of 4 latents, so no resampling squeeze)."""
+        return 16 * math.ceil((n + 4) / 16) - 3
+
+    def command(self, case, F: int) -> str:
+        return (f"python generate.py --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {case.image or 'IMAGE'} "
+                f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 --sink_size 6 "
+                f"--prompt \"$(cat prompt.txt)\"")
