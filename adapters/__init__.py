@@ -27,6 +27,7 @@ MODELS: dict[str, str] = {
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",
     "matrix-game-2": "worldgate.adapters.matrix_game_2:MatrixGame2",
+    "lyra-2": "worldgate.adapters.lyra_2:Lyra2",
 }
 
 #: models of the benchmarks with no public code: listed in the docs, never registered
