@@ -47,8 +47,10 @@ PARAMS: dict[str, float] = {
     "revisit_tol_px": 30.0,
     "revisit_d_scale_classical": 0.2,
     "revisit_d_scale_learned": 1.0,
-    # global memory
-    "global_e_scale": 0.05,
+    # global memory: WorldMark's 0.05 is for VGGT's cross-frame error; the classical stand-in (median Sampson error
+    # of ORB matches, focal-normalised) has a noise floor of ~0.5 px on a clean rigid world, so its scale is 0.1
+    "global_e_scale_learned": 0.05,
+    "global_e_scale_classical": 0.1,
     # imaging quality proxy (classical)
     "quality_sharp_ref": 300.0,
     "quality_noise_ref": 10.0,
@@ -379,13 +381,13 @@ def revisit_memory(feat, rec, backend: str, P=PARAMS) -> Score:
     return Score(float(np.mean(scores)), detail={"trips": trips, "gated": reasons})
 
 
-def global_memory(feat, rec, P=PARAMS) -> Score:
+def global_memory(feat, rec, backend: str = "classical", P=PARAMS) -> Score:
     e = feat["geometry"]["err"]
     e = e[np.isfinite(e)]
     if len(e) == 0:
         return na("no frame pair at 1 fps with enough matches to fit two-view geometry")
     med = float(np.median(e))
-    return Score(100.0 / (1.0 + med / P["global_e_scale"]), detail={"median_err": med, "pairs": int(len(e))})
+    return Score(100.0 / (1.0 + med / P[f"global_e_scale_{backend}"]), detail={"median_err": med, "pairs": int(len(e))})
 
 
 def quality_scores(feat, rec, backend: str, P=PARAMS) -> dict[str, Score]:
@@ -540,7 +542,7 @@ def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = 
         out["local_memory"] = local_memory(feat, rec, backend, P)
         out["revisit_memory"] = revisit_memory(feat, rec, backend, P)
     if "geometry" in feat:
-        out["global_memory"] = global_memory(feat, rec, P)
+        out["global_memory"] = global_memory(feat, rec, backend, P)
     if "quality" in feat:
         out.update(quality_scores(feat, rec, backend, P))
     if "poses" in feat:
