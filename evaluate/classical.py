@@ -100,9 +100,16 @@ class FlowExtractor(Extractor):
         return self.signals.arrays()
 
 
-def _default_K(w: int, h: int) -> np.ndarray:
-    f = w / (2 * math.tan(math.radians(66.0) / 2))  # WorldMark's median FOV when a record carries no intrinsics
-    return np.array([[f, 0, (w - 1) / 2], [0, f, (h - 1) / 2], [0, 0, 1.0]])
+def analysis_K(rec, w: int, h: int) -> np.ndarray:
+    """3x3 intrinsics at an extractor's analysis size (w, h): the record's native intrinsics scaled, or WorldMark's
+    median 66-degree FOV when the record carries none."""
+    k = rec.intrinsics
+    if k is None:
+        f = w / (2 * math.tan(math.radians(66.0) / 2))
+        return np.array([[f, 0, (w - 1) / 2], [0, f, (h - 1) / 2], [0, 0, 1.0]])
+    s = w / rec.width if rec.width else 1.0
+    fx, fy, cx, cy = np.asarray(k, float) * s
+    return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
 
 
 def nearest_rotation(M: np.ndarray) -> np.ndarray:
@@ -131,18 +138,10 @@ class PoseExtractor(Extractor):
         self.K = None
         self.rows = {k: [] for k in ("R", "t", "rot_amp", "trans_amp", "rot_flow_x", "trans_flow", "valid", "n")}
 
-    def _k(self, w, h):
-        k = self.rec.intrinsics
-        if k is None:
-            return _default_K(w, h)
-        s = w / self.rec.width if self.rec.width else 1.0
-        fx, fy, cx, cy = np.asarray(k) * s
-        return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
-
     def update(self, i, frame):
         g = _gray_norm(frame)
         if self.K is None:
-            self.K = self._k(g.shape[1], g.shape[0])
+            self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
         self.prev.append(g)
         if len(self.prev) > self.GAP:
             a = self.prev.pop(0)
@@ -345,9 +344,7 @@ class GeometryExtractor(Extractor):
         errs, frames, nmatch = [], [], []
         if not self.kf:
             return {"err": np.zeros(0), "frame": np.zeros(0, np.int32), "n": np.zeros(0, np.int32)}
-        k = self.rec.intrinsics
-        s = self.w / self.rec.width if (k is not None and self.rec.width) else 1.0
-        K = _default_K(self.w, self.h) if k is None else np.array([[k[0] * s, 0, k[2] * s], [0, k[1] * s, k[3] * s], [0, 0, 1]])
+        K = analysis_K(self.rec, self.w, self.h)
         bf = cv2.BFMatcher(cv2.NORM_HAMMING)
         for (i, pa, da), (j, pb, db) in zip(self.kf[:-1], self.kf[1:]):
             e, n = np.nan, 0
