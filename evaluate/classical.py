@@ -241,6 +241,23 @@ def _project(K, rays):
     return p[:, :2] / p[:, 2:3]
 
 
+class HardCutSignal:
+    """Mean absolute grey-level difference between consecutive frames (0..1, at 64x64): WorldMark's hard-cut cue,
+    shared by both appearance backends."""
+
+    def __init__(self):
+        self.diff: list[float] = []
+        self.last = None
+
+    def add(self, frame: np.ndarray) -> None:
+        g = cv2.resize(_gray(frame), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+        self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
+        self.last = g
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.diff, np.float32)
+
+
 class AppearanceExtractor(Extractor):
     name = "appearance"
     version = "1"
@@ -249,17 +266,14 @@ class AppearanceExtractor(Extractor):
 
     def start(self, rec):
         super().start(rec)
-        self.emb, self.diff = [], []
-        self.last = None
+        self.emb, self.cuts = [], HardCutSignal()
 
     def update(self, i, frame):
         self.emb.append(appearance_embedding(frame))
-        g = cv2.resize(_gray(frame), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
-        self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
-        self.last = g
+        self.cuts.add(frame)
 
     def finish(self):
-        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": np.asarray(self.diff, np.float32)}
+        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": self.cuts.array()}
 
 
 def appearance_embedding(frame: np.ndarray) -> np.ndarray:

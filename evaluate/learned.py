@@ -178,12 +178,12 @@ class LearnedAppearance(Extractor):
         return self.model.eval().to(self.device)
 
     def start(self, rec):
+        from .classical import HardCutSignal
+
         super().start(rec)
-        self.emb, self.diff, self.last = [], [], None
+        self.emb, self.cuts = [], HardCutSignal()
 
     def update(self, i, frame):
-        import cv2
-
         torch = _torch()
         x = _to_tensor(frame, (self.size, self.size), IMAGENET_MEAN, IMAGENET_STD, self.device)
         with torch.inference_mode():
@@ -191,12 +191,10 @@ class LearnedAppearance(Extractor):
             tok = torch.nn.functional.normalize(tok.float(), dim=-1).mean(0)
             e = torch.nn.functional.normalize(tok, dim=0).cpu().numpy()
         self.emb.append(e.astype(np.float32))
-        g = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
-        self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
-        self.last = g
+        self.cuts.add(frame)
 
     def finish(self):
-        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": np.asarray(self.diff, np.float32)}
+        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": self.cuts.array()}
 
 
 class LearnedQuality(Extractor):
