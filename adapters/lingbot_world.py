@@ -59,7 +59,7 @@ class LingBotWorld(Adapter):
         if F != n + 1:
             caveats.append(f"{n + 1} frames rounded up to {F} ({self.FRAME_RULE}): the last {F - n - 1} frames hold "
                            "the final pose")
-        poses = np.stack([traj.pose_at(min(i / self.FPS, traj.duration)) for i in range(F)]).astype(np.float32)
+        poses = traj.poses(self.FPS, F).astype(np.float32)  # padding frames hold the final pose
         if case.intrinsics is None or case.image_size is None:
             raise AdapterError(f"lingbot-world needs the case's intrinsics and image size (regime 4); case {case.id} has none")
         fx, fy, cx, cy = case.intrinsics

@@ -40,7 +40,7 @@ class Lyra2(Adapter):
         traj = case.trajectory
         n = traj.n_frames(self.FPS)
         N = 1 + 80 * -(-n // 80)  # the smallest 1 + 80 k >= n + 1
-        c2w = np.stack([traj.pose_at(min(i / self.FPS, traj.duration)) for i in range(N)])
+        c2w = traj.poses(self.FPS, N)  # padding frames hold the final pose
         w2c = np.linalg.inv(c2w).astype(np.float32)
         if case.intrinsics is None or case.image_size is None:
             raise AdapterError(f"lyra-2 needs the case's intrinsics and image size (regime 4); case {case.id} has none")

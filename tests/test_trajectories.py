@@ -148,3 +148,10 @@ def test_poses_are_rigid_transforms():
         R = P[:, :3, :3]
         np.testing.assert_allclose(R @ R.transpose(0, 2, 1), np.broadcast_to(np.eye(3), R.shape), atol=1e-12)
         np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-12)
+
+
+def test_frames_past_the_end_hold_the_final_pose():
+    t = Trajectory.parse("W1")
+    P = t.poses(16, 24)  # 8 padding frames
+    np.testing.assert_array_equal(P[16:], np.broadcast_to(t.pose_at(1.0), (8, 4, 4)))
+    assert P[15, 2, 3] < P[16, 2, 3] == pytest.approx(1.4)

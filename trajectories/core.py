@@ -312,9 +312,11 @@ class Trajectory:
             p = p + np.array([dx, 0.0, dz])
         return p, yaw + wy * dt, pitch + wp * dt
 
-    def state_at(self, t: float) -> tuple[np.ndarray, float, float]:
-        states = self._states()
+    def state_at(self, t: float, _states=None) -> tuple[np.ndarray, float, float]:
+        """(position, yaw, pitch) at time t; times past the end hold the final pose (a model's padding frames)."""
+        states = self._states() if _states is None else _states
         b = self.boundaries()
+        t = min(max(float(t), 0.0), float(b[-1]))
         k = int(np.clip(np.searchsorted(b, t, side="right") - 1, 0, len(self.segments) - 1))
         p, yaw, pitch = states[k]
         return self._advance(self.segments[k], p, yaw, pitch, t - b[k])
@@ -327,16 +329,13 @@ class Trajectory:
         return T
 
     def poses(self, fps: float, n_frames: int | None = None) -> np.ndarray:
-        """Commanded c2w poses (F, 4, 4) float64 at t_i = i / fps."""
+        """Commanded c2w poses (F, 4, 4) float64 at t_i = i / fps (frames past the end hold the final pose)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
-        states, b = self._states(), self.boundaries()
+        states = self._states()
         out = np.zeros((n, 4, 4))
         out[:, 3, 3] = 1.0
         for i in range(n):
-            t = i / fps
-            k = int(np.clip(np.searchsorted(b, t, side="right") - 1, 0, len(self.segments) - 1))
-            p, yaw, pitch = states[k]
-            p, yaw, pitch = self._advance(self.segments[k], p, yaw, pitch, t - b[k])
+            p, yaw, pitch = self.state_at(i / fps, states)
             out[i, :3, :3] = camera_rotation(yaw, pitch)
             out[i, :3, 3] = p
         return out
@@ -345,8 +344,9 @@ class Trajectory:
         """Commanded (yaw, pitch) in degrees per frame, unwrapped (yaw can pass 360)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
         out = np.zeros((n, 2))
+        states = self._states()
         for i in range(n):
-            _, yaw, pitch = self.state_at(i / fps)
+            _, yaw, pitch = self.state_at(i / fps, states)
             out[i] = math.degrees(yaw), math.degrees(pitch)
         return out
 
