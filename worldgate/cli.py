@@ -124,6 +124,26 @@ def cmd_validate(a: argparse.Namespace) -> int:
     return 0 if all(c["ok"] for c in res["checks"]) else 1
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from worldgate.generate.interop import export_worldmark
+
+    r = export_worldmark(a.run, a.out, tag=a.model_tag, fmt=a.format)
+    print(f"exported {len(r.exported)} records to {r.out} ({len(r.skipped)} skipped)")
+    for k, why in sorted(r.skipped.items()):
+        print(f"  skipped {k}: {why}")
+    return 0 if r.exported else 1
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from worldgate.generate.interop import import_worldmark
+
+    r = import_worldmark(a.delivery, a.out, arena=a.arena, fmt=a.format)
+    print(f"imported {len(r.imported)} records into {r.out} ({len(r.skipped)} already there, {len(r.failed)} failed)")
+    for k, why in sorted(r.failed.items()):
+        print(f"  failed {k}: {why}")
+    return 1 if r.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worldgate", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -148,6 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(fn=cmd_validate)
+    ex = sub.add_parser("export", help="write a run as a benchmark delivery (WorldMark layout + manifest.jsonl)")
+    ex.add_argument("run")
+    ex.add_argument("--format", default="worldmark", choices=["worldmark"])
+    ex.add_argument("--out", required=True, help="delivery folder")
+    ex.add_argument("--model-tag", help="upper-case MODEL folder name (default: from the adapter name)")
+    ex.set_defaults(fn=cmd_export)
+    im = sub.add_parser("import", help="turn a benchmark delivery into records that `evaluate` scores")
+    im.add_argument("delivery")
+    im.add_argument("--format", default="worldmark", choices=["worldmark"])
+    im.add_argument("--out", required=True, help="run folder to write records into")
+    im.add_argument("--arena", help="WorldMark arena_inputs (prompts, intrinsics) for deliveries made outside worldgate")
+    im.set_defaults(fn=cmd_import)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
     ls.set_defaults(fn=cmd_list)
