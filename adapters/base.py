@@ -176,9 +176,12 @@ class Adapter:
     """Base class. Subclasses set ``info`` and implement ``plan``; runnable ones implement ``load`` and ``rollout``."""
 
     info: AdapterInfo
+    #: repository-driven models set this (adapters/repo.py): ``load``/``rollout`` then run the official entry point
+    repo_spec = None
 
     def __init__(self, **model_args):
         self.model_args = dict(model_args)
+        self._paths = None
 
     @property
     def name(self) -> str:
@@ -188,10 +191,22 @@ class Adapter:
         raise NotImplementedError
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+        if self.repo_spec is None:
+            raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+        from .repo import check_checkout
 
-    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:  # pragma: no cover
-        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+        self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
+
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
+        if self.repo_spec is None:
+            raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+        if context is not None and getattr(context, "name", "full_kv") != "full_kv":
+            raise AdapterError(f"{self.info.name}: the official entry point cannot take a context policy from outside")
+        if self._paths is None:
+            self.load()
+        from .repo import run_checkout
+
+        yield from run_checkout(self.info.name, self.repo_spec, self._paths, plan)
 
     def resolved_config(self) -> dict:
         return {"adapter": self.info.name, "version": self.info.version, "model_args": _jsonable(self.model_args)}

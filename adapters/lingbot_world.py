@@ -27,11 +27,15 @@ import math
 import numpy as np
 
 from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoSpec
 
 WORK_W, WORK_H = 832, 480  # the pixel units intrinsics.npy is read in (wan/image2video.py:387-394)
 
 
 class LingBotWorld(Adapter):
+    # ckpt=FOLDER holding the checkpoint folder named by CKPT (the command passes --ckpt_dir CKPT/<name>)
+    repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world", entry="generate.py",
+                         hf_id="robbyant/lingbot-world-base-cam")
     info = AdapterInfo(
         name="lingbot-world", version="0.1", width=832, height=480, fps=16.0,
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:359-365)",

@@ -18,10 +18,13 @@ from __future__ import annotations
 import math
 
 from .base import AdapterInfo
+from .repo import RepoSpec
 from .lingbot_world import LingBotWorld
 
 
 class LingBotWorldV2(LingBotWorld):
+    repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world-v2", entry="generate.py",
+                         hf_id="robbyant/lingbot-world-v2-14b-causal-fast")
     info = AdapterInfo(
         name="lingbot-world-v2", version="0.1", width=832, height=480, fps=16.0,
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:292-298)",

@@ -19,11 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoSpec
 
 H, W = 480, 832
 
 
 class Lyra2(Adapter):
+    repo_spec = RepoSpec(clone="https://github.com/nv-tlabs/lyra (folder Lyra-2/)",
+                         entry="lyra_2/_src/inference/lyra2_custom_traj_inference.py", hf_id="nvidia/Lyra-2.0")
     info = AdapterInfo(
         name="lyra-2", version="0.1", width=W, height=H, fps=16.0,
         fps_source="--fps 16: written by save_img_or_video and given to the model (CT:493, 532-533)",

@@ -29,12 +29,17 @@ import numpy as np
 from worldgate.trajectories.core import Look, Move
 
 from .base import Adapter, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoSpec
 
 CAM_VALUE = 0.1
 KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D]
 
 
 class MatrixGame2(Adapter):
+    repo_spec = RepoSpec(
+        clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-2/)", entry="inference.py",
+        hf_id="Skywork/Matrix-Game-2.0", patches={"inference.py": "--actions"},
+        patch_doc="docs/probes/matrix-game-2.md (the patch adds --actions NPZ and loads keyboard_cond/mouse_cond from it)")
     info = AdapterInfo(
         name="matrix-game-2", version="0.1", width=640, height=352, fps=12.0,
         fps_source="writer: export_to_video(fps=12) (utils/visualize.py:167,186); README 25 fps is generation speed",

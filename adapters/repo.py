@@ -1,0 +1,128 @@
+"""Running a repository-driven model from a user-supplied checkout of its official code.
+
+``--model-args repo=PATH,ckpt=WEIGHTS[,python=PYTHON,gpus=N]``. ``load`` checks, once, before any case runs: the
+checkout and its entry point exist, every worldgate patch the adapter needs is applied (a marker string the patch adds,
+never assumed), the weights are where ``ckpt`` says, and a CUDA GPU is present. Each failure names what is missing and
+the command that fetches it. ``rollout`` writes the plan's native files into a fresh work folder, runs the model's
+own command line (``command.txt`` of the plan) with those files' absolute paths, in the checkout, as a separate
+process — so no state (KV caches, RNG, CUDA graphs) survives from one case to the next — and returns the video the
+entry point wrote. Patches only add an input path (AlayaLab/WorldMark output_spec §6, "Patch discipline").
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .base import AdapterError, Chunk
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    clone: str  # git URL (and sub-folder) of the official code
+    entry: str  # the entry point, relative to the checkout
+    hf_id: str  # weights on the Hugging Face hub
+    patches: dict = field(default_factory=dict)  # file in the checkout -> marker string the worldgate patch adds
+    patch_doc: str = ""  # where the patch is described
+    needs_gpu: bool = True
+    timeout_s: float = 6 * 3600
+
+
+def _fetch_hint(spec: RepoSpec) -> str:
+    return f"huggingface-cli download {spec.hf_id} --local-dir WEIGHTS"
+
+
+def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
+    """Validate ``repo``/``ckpt``/GPU for ``name``; return the resolved paths. Raises AdapterError with the fix."""
+    repo = model_args.get("repo")
+    if not repo:
+        raise AdapterError(
+            f"{name} runs from a checkout of its official code: `git clone {spec.clone}` and download the weights "
+            f"(`{_fetch_hint(spec)}`), then pass --model-args repo=PATH,ckpt=WEIGHTS. "
+            f"Without a GPU, `generate --dry-run` writes its native inputs.")
+    repo = Path(str(repo)).expanduser().resolve()
+    if not repo.is_dir():
+        raise AdapterError(f"{name}: repo={repo} does not exist; `git clone {spec.clone}` there")
+    if not (repo / spec.entry).is_file():
+        raise AdapterError(f"{name}: {repo} has no {spec.entry}; is it a checkout of {spec.clone}?")
+    for rel, marker in sorted(spec.patches.items()):
+        f = repo / rel
+        if not f.is_file() or marker not in f.read_text(errors="replace"):
+            raise AdapterError(
+                f"{name}: the worldgate patch is not applied to {f} (marker {marker!r} missing). It only adds a "
+                f"file input for the native controls; see {spec.patch_doc or 'docs/probes/'}, apply it, then rerun.")
+    ckpt = model_args.get("ckpt")
+    if not ckpt or not Path(str(ckpt)).expanduser().exists():
+        raise AdapterError(f"{name}: weights not found at ckpt={ckpt!r}; fetch them with `{_fetch_hint(spec)}` "
+                           f"and pass --model-args ckpt=WEIGHTS")
+    if spec.needs_gpu and not model_args.get("allow_cpu"):
+        try:
+            import torch
+
+            has_gpu = torch.cuda.is_available()
+        except ImportError:
+            has_gpu = False
+        if not has_gpu:
+            raise AdapterError(f"{name} needs a CUDA GPU (none visible here); on this machine use "
+                               f"`generate --dry-run` to write its native inputs")
+    return {"repo": repo, "ckpt": Path(str(ckpt)).expanduser().resolve(),
+            "python": str(model_args.get("python") or sys.executable)}
+
+
+def command_argv(command: str, files: dict, native: Path, paths: dict, image: str | None) -> list[str]:
+    """The plan's command line with its native files, image and weights made absolute."""
+    command = command.split(" #", 1)[0].strip()
+    argv = shlex.split(command)
+    out = []
+    for tok in argv:
+        if tok == "python":
+            tok = paths["python"]
+        elif tok in files:
+            tok = str(native / tok)
+        elif tok == "ACTION_DIR":  # a folder input (LingBot's --action_path): the files under action/
+            tok = str(native / "action")
+        elif tok.startswith("$(cat ") and tok.endswith(")") and tok[6:-1] in files:  # text given inline (a prompt)
+            tok = (native / tok[6:-1]).read_text()
+        elif image and tok in ("IMAGE", image):
+            tok = str(Path(image).resolve())
+        elif "CKPT" in tok:
+            tok = tok.replace("CKPT", str(paths["ckpt"]))
+        out.append(tok)
+    return out
+
+
+def run_checkout(name: str, spec: RepoSpec, paths: dict, plan) -> Iterator[Chunk]:
+    """Run the entry point for one plan in the checkout; yield the whole video as one chunk."""
+    from worldgate.generate.video import read_frames
+
+    with tempfile.TemporaryDirectory(prefix=f"worldgate-{name}-") as work:
+        work = Path(work)
+        native = work / "native"
+        plan.write(native)
+        argv = command_argv(plan.files.get("command.txt", ""), plan.files, native, paths, plan.extra.get("image"))
+        if not argv:
+            raise AdapterError(f"{name}: the plan has no command.txt to run")
+        t0 = time.time()
+        env = dict(os.environ, WORLDGATE_OUT=str(work / "out"))
+        (work / "out").mkdir()
+        proc = subprocess.run(argv, cwd=paths["repo"], env=env, capture_output=True, text=True,
+                              timeout=spec.timeout_s)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout or "")[-2000:]
+            raise AdapterError(f"{name}: `{' '.join(argv)}` exited {proc.returncode}:\n{tail}")
+        videos = [p for root in (work / "out", paths["repo"]) for p in root.rglob("*.mp4") if p.stat().st_mtime >= t0 - 1]
+        if not videos:
+            raise AdapterError(f"{name}: the entry point finished but wrote no new .mp4 (looked in the checkout "
+                               f"and $WORLDGATE_OUT)")
+        video = max(videos, key=lambda p: p.stat().st_mtime)
+        frames = np.stack(list(read_frames(video)))
+        yield Chunk(start=0, frames=frames, extra={"source_video": str(video), "argv": argv})
