@@ -234,9 +234,33 @@ def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
     return csv, md
 
 
+def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: bool = False) -> int:
+    """Fill the feature cache for this process's share (``i % world == rank``) of a run's records."""
+    cache = FeatureCache(run / ".features")
+    extractors = extractors_for(backend)
+    n = 0
+    for folder in record_folders(run)[rank::world]:
+        try:
+            compute_features(open_record(folder), extractors, cache)
+            n += 1
+        except Exception:  # scored (and reported) by rank 0
+            pass
+    return n
+
+
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
                  out: str | None = None, progress: bool = True) -> int:
+    from worldgate.dist import barrier, rank_world
+
     wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics else None
+    rank, world = rank_world()
+    if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
+        if not rescore:
+            for run in runs:
+                precompute_shard(Path(run), backend, rank, world)
+        barrier("evaluate-features", Path(runs[0]))
+        if rank != 0:
+            return 0
     results = []
     for run in runs:
         results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress))

@@ -89,6 +89,11 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     traj_seconds = (ov.get("trajectory") or {}).get("seconds")
     adapter = get_adapter(model, **margs)  # unknown model -> did-you-mean, before anything is written
     cases = load_suite(suite, data=data, **sargs)
+    if shard is None:
+        from worldgate.dist import rank_world
+
+        rank, world = rank_world()  # under `accelerate launch`: this process's share of the cases
+        shard = (rank, world) if world > 1 else None
     cases = select_cases(cases, limit, shard)
     if traj_seconds is not None:
         for c in cases:
@@ -99,8 +104,10 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     result = GenerateResult(out=out)
     config = build_config(model, suite, margs, sargs, seed, dry_run, limit, traj_seconds, data)
     run_json = out / "run.json"
-    if not run_json.exists():
-        run_json.write_text(json.dumps(config, indent=2, sort_keys=True))
+    if not run_json.exists():  # several processes may race here: write whole, rename into place
+        tmp = out / f".run.json.{os.getpid()}"
+        tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
+        os.replace(tmp, run_json)
     clean_stale_tmp(out)
 
     todo = []

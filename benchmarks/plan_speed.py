@@ -1,0 +1,60 @@
+"""Planning speed: every adapter plans all 500 WorldMark cases (goal: < 10 s in total, all adapters together).
+
+    .venv/bin/python benchmarks/plan_speed.py [--data ../shared/worldmark/arena_inputs]
+
+Uses the real arena inputs when present (real image sizes and intrinsics), else the 500-case Engine suite with
+arena-like image sizes. Plans are built in memory (``plan``) and fingerprinted, which hashes every native array, so
+the time includes everything ``generate --dry-run`` computes except writing files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from worldgate.adapters import UnsupportedMotion, get_adapter, get_info, list_models
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "worldmark" / "arena_inputs"))
+    a = ap.parse_args()
+    from worldgate.trajectories.suites import load_suite
+
+    if Path(a.data).is_dir():
+        cases = load_suite("worldmark", data=a.data)
+        src = f"WorldMark arena inputs ({a.data})"
+    else:
+        cases = load_suite("worldmark-engine", full=True)
+        for c in cases:
+            c.image = "000.jpg"
+        src = "worldmark-engine --full (arena not found)"
+    models = [m for m in list_models() if get_info(m).integration != "engine"]
+    print(f"{len(cases)} cases from {src}; {len(models)} adapters")
+    total = 0.0
+    rows = []
+    for m in models:
+        ad = get_adapter(m)
+        t0 = time.perf_counter()
+        ok = unsupported = 0
+        for c in cases:
+            try:
+                ad.plan(c).fingerprint()
+                ok += 1
+            except UnsupportedMotion:
+                unsupported += 1
+        dt = time.perf_counter() - t0
+        total += dt
+        rows.append((m, ok, unsupported, dt))
+    w = max(len(r[0]) for r in rows)
+    print(f"{'adapter'.ljust(w)}  planned  unsupported  seconds")
+    for m, ok, un, dt in rows:
+        print(f"{m.ljust(w)}  {ok:7d}  {un:11d}  {dt:7.2f}")
+    print(f"total {total:.2f} s for {len(models)} x {len(cases)} plans (goal < 10 s): "
+          f"{'OK' if total < 10 else 'MISSED'}; ratio to goal {total / 10:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
