@@ -328,27 +328,56 @@ class Trajectory:
         T[:3, 3] = p
         return T
 
+    def _states_at(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised :meth:`state_at`: positions (n, 3), yaw (n,), pitch (n,) at ``times`` (same formulas)."""
+        states = self._states()
+        b = self.boundaries()
+        t = np.clip(np.asarray(times, float), 0.0, float(b[-1]))
+        k = np.clip(np.searchsorted(b, t, side="right") - 1, 0, len(self.segments) - 1)
+        pos = np.zeros((len(t), 3))
+        yaw = np.zeros(len(t))
+        pitch = np.zeros(len(t))
+        for j in np.unique(k):
+            m = k == j
+            dt = t[m] - b[j]
+            p0, y0, q0 = states[j]
+            v, wy, wp = self._rates(self.segments[j])
+            pos[m] = p0
+            if np.any(v):
+                vx, vz = v[0], v[2]
+                if wy == 0.0:
+                    c, sn = math.cos(y0), math.sin(y0)
+                    pos[m, 0] = p0[0] + dt * (c * vx + sn * vz)
+                    pos[m, 2] = p0[2] + dt * (-sn * vx + c * vz)
+                else:
+                    a1 = y0 + wy * dt
+                    si = (np.sin(a1) - math.sin(y0)) / wy
+                    ci = (math.cos(y0) - np.cos(a1)) / wy
+                    pos[m, 0] = p0[0] + (si * vx + ci * vz)
+                    pos[m, 2] = p0[2] + (-ci * vx + si * vz)
+            yaw[m] = y0 + wy * dt
+            pitch[m] = q0 + wp * dt
+        return pos, yaw, pitch
+
     def poses(self, fps: float, n_frames: int | None = None) -> np.ndarray:
         """Commanded c2w poses (F, 4, 4) float64 at t_i = i / fps (frames past the end hold the final pose)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
-        states = self._states()
+        pos, yaw, pitch = self._states_at(np.arange(n) / fps)
+        cy, sy, cp, sp = np.cos(yaw), np.sin(yaw), np.cos(pitch), np.sin(pitch)
         out = np.zeros((n, 4, 4))
         out[:, 3, 3] = 1.0
-        for i in range(n):
-            p, yaw, pitch = self.state_at(i / fps, states)
-            out[i, :3, :3] = camera_rotation(yaw, pitch)
-            out[i, :3, 3] = p
+        # R_y(yaw) @ R_x(pitch), written out (camera_rotation)
+        out[:, 0, 0], out[:, 0, 1], out[:, 0, 2] = cy, sy * sp, sy * cp
+        out[:, 1, 1], out[:, 1, 2] = cp, -sp
+        out[:, 2, 0], out[:, 2, 1], out[:, 2, 2] = -sy, cy * sp, cy * cp
+        out[:, :3, 3] = pos
         return out
 
     def angles(self, fps: float, n_frames: int | None = None) -> np.ndarray:
         """Commanded (yaw, pitch) in degrees per frame, unwrapped (yaw can pass 360)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
-        out = np.zeros((n, 2))
-        states = self._states()
-        for i in range(n):
-            _, yaw, pitch = self.state_at(i / fps, states)
-            out[i] = math.degrees(yaw), math.degrees(pitch)
-        return out
+        _, yaw, pitch = self._states_at(np.arange(n) / fps)
+        return np.degrees(np.stack([yaw, pitch], axis=1))
 
     # ---------------------------------------------------------------- phases
     def phases(self, tol: float = 1e-6) -> list[Phase]:
