@@ -28,6 +28,14 @@ MODELS: dict[str, str] = {
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",
     "matrix-game-2": "worldgate.adapters.matrix_game_2:MatrixGame2",
     "lyra-2": "worldgate.adapters.lyra_2:Lyra2",
+    "sana-wm": "worldgate.adapters.sana_wm:SanaWM",
+    "matrix-game-3": "worldgate.adapters.matrix_game_3:MatrixGame3",
+    "matrix-game-3.5": "worldgate.adapters.matrix_game_3_5:MatrixGame35",
+    "hy-worldplay": "worldgate.adapters.hy_worldplay:HYWorldPlay",
+    "hy-gamecraft": "worldgate.adapters.hy_gamecraft:HYGameCraft",
+    "yume": "worldgate.adapters.yume:Yume",
+    "dreamx-world": "worldgate.adapters.dreamx_world:DreamXWorld",
+    "evoke": "worldgate.adapters.evoke:Evoke",
 }
 
 #: models of the benchmarks with no public code: listed in the docs, never registered

@@ -11,8 +11,11 @@ entry point wrote. Patches only add an input path (AlayaLab/WorldMark output_spe
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,8 +77,12 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
         if not has_gpu:
             raise AdapterError(f"{name} needs a CUDA GPU (none visible here); on this machine use "
                                f"`generate --dry-run` to write its native inputs")
+    extra = {k: v for k, v in model_args.items() if k.endswith(("_path", "_dir"))}
     return {"repo": repo, "ckpt": Path(str(ckpt)).expanduser().resolve(),
-            "python": str(model_args.get("python") or sys.executable)}
+            "python": str(model_args.get("python") or sys.executable), "extra": extra}
+
+
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*_(PATH|DIR)$")
 
 
 def command_argv(command: str, files: dict, native: Path, paths: dict, image: str | None) -> list[str]:
@@ -94,10 +101,49 @@ def command_argv(command: str, files: dict, native: Path, paths: dict, image: st
             tok = (native / tok[6:-1]).read_text()
         elif image and tok in ("IMAGE", image):
             tok = str(Path(image).resolve())
+        elif tok == "IMAGE_DIR" and image:  # a folder that must hold only the case image (Yume --jpg_dir)
+            d = native.parent / "image_dir"
+            d.mkdir(exist_ok=True)
+            shutil.copy2(image, d / Path(image).name)
+            tok = str(d)
+        elif "=" in tok and tok.split("=", 1)[1] in files:  # a file passed through the environment (Evoke JSONL=)
+            k, v = tok.split("=", 1)
+            tok = f"{k}={native / v}"
+        elif tok == "OUT":  # the entry point's output folder
+            tok = str(native.parent / "out")
         elif "CKPT" in tok:
             tok = tok.replace("CKPT", str(paths["ckpt"]))
+        elif _PLACEHOLDER.match(tok):  # another path the user must supply, e.g. MODEL_PATH -> model_path=...
+            key = tok.lower()
+            if key not in paths.get("extra", {}):
+                raise AdapterError(f"the command needs {tok}: pass --model-args {key}=PATH")
+            tok = str(paths["extra"][key])
         out.append(tok)
     return out
+
+
+def _absolute_paths_in_jsonl(native: Path, files: dict, image: str | None) -> None:
+    """Case rows (``.jsonl``) name native files and the image relative to the plan: make them absolute, since the
+    entry point resolves them from the checkout."""
+    def fix(row):
+        if isinstance(row, dict):
+            for k, v in row.items():
+                if isinstance(v, str) and v in files:
+                    row[k] = str(native / v)
+                elif isinstance(v, str) and image and v in ("IMAGE", image):
+                    row[k] = str(Path(image).resolve())
+        return row
+
+    for name in files:
+        p = native / name
+        if name.endswith(".jsonl"):
+            rows = [json.dumps(fix(json.loads(ln))) for ln in p.read_text().splitlines() if ln.strip()]
+            p.write_text("\n".join(rows) + "\n")
+        elif name.endswith(".json") and name != "plan.json":
+            data = json.loads(p.read_text())
+            if isinstance(data, list) and all(isinstance(r, dict) for r in data) and any(
+                    isinstance(v, str) and (v in files or v in ("IMAGE", image)) for r in data for v in r.values()):
+                p.write_text(json.dumps([fix(r) for r in data], indent=2))
 
 
 def run_checkout(name: str, spec: RepoSpec, paths: dict, plan) -> Iterator[Chunk]:
@@ -108,6 +154,7 @@ def run_checkout(name: str, spec: RepoSpec, paths: dict, plan) -> Iterator[Chunk
         work = Path(work)
         native = work / "native"
         plan.write(native)
+        _absolute_paths_in_jsonl(native, plan.files, plan.extra.get("image"))
         argv = command_argv(plan.files.get("command.txt", ""), plan.files, native, paths, plan.extra.get("image"))
         if not argv:
             raise AdapterError(f"{name}: the plan has no command.txt to run")

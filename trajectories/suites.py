@@ -114,7 +114,7 @@ def _require_worldmark_dir(data: str | Path | None) -> Path:
     )
     if data is None:
         raise SuiteError(f"suite 'worldmark' needs --data DIR: {expected}. The official inputs are published at {WORLDMARK_SOURCE}.")
-    root = Path(data)
+    root = Path(data).resolve()  # absolute image paths: a rollout may run from another folder (repo checkouts)
     if (root / "arena_inputs").is_dir() and not (root / "first_view").is_dir():
         root = root / "arena_inputs"
     missing = [str(p.relative_to(root)) for v in WORLDMARK_VIEWS for p in (

@@ -64,7 +64,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         rows = []
         for n in list_models():
             i = get_info(n)
-            rows.append([i.name, i.version, f"{i.width}x{i.height}", f"{i.fps:g} ({i.fps_source})",
+            rows.append([i.name, i.version, f"{i.width}x{i.height}", f"{i.fps:g} ({i.fps_source.split(':')[0].split(' (')[0]})",
                          f"{i.first_chunk_frames}/{i.chunk_frames}", i.duration_unit, i.control, i.pose_convention,
                          str(i.intrinsics_regime), i.aspect_policy, ",".join(i.context_policies) or "-",
                          i.integration, ",".join(i.hf_ids) or "-", i.licence or "-"])
@@ -124,6 +124,17 @@ def cmd_validate(a: argparse.Namespace) -> int:
     return 0 if all(c["ok"] for c in res["checks"]) else 1
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from worldgate.evaluate.report import write_report
+
+    written = write_report(a.runs, a.out)
+    for what, name in written.items():
+        print(f"{what:>18}: {Path(a.out) / name}")
+    return 0
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from worldgate.generate.interop import export_worldmark
 
@@ -168,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(fn=cmd_validate)
+    rp = sub.add_parser("report", help="leaderboard tables, plots and an HTML viewer for scored runs")
+    rp.add_argument("runs", nargs="+", help="run folders scored by `evaluate`")
+    rp.add_argument("--out", required=True, help="report folder")
+    rp.set_defaults(fn=cmd_report)
     ex = sub.add_parser("export", help="write a run as a benchmark delivery (WorldMark layout + manifest.jsonl)")
     ex.add_argument("run")
     ex.add_argument("--format", default="worldmark", choices=["worldmark"])
@@ -195,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         return int(args.fn(args) or 0)
-    except (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, FileNotFoundError) as e:
+    except (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, FileNotFoundError) as e:  # noqa
         print(f"error: {e}", file=sys.stderr)
         return 2
 

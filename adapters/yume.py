@@ -1,0 +1,152 @@
+"""Yume 1.5 (stdstu12/YUME, 5B 720p; code Apache-2.0): text-only camera control, one caption line per 29-frame chunk.
+
+Conventions this adapter relies on, read at commit 111c3fab7fb020d1e261a68be6ec78a3fecc8d5b (docs/probes/yume.md;
+S5 = fastvideo/sample/sample_5b.py, WA = webapp_single_gpu.py):
+
+- Entry point ``fastvideo/sample/sample_5b.py`` (scripts/inference/sample_5b.sh:7-21) in image mode: ``--jpg_dir`` (every
+  image of the folder is a case, bilinearly **stretched** to 704x1280, S5:1273-1277, 738-745) and ``--caption_path``,
+  one control caption per line; each line becomes ``line.rstrip('\\n') + response`` where ``response`` is the
+  InternVL3-2B refinement of ``--prompt`` (S5:798-817). ``sample_num = len(caption)`` chunks (S5:820).
+- Caption vocabulary of Yume 1.5 (the 5B model): ``First-person perspective.`` + a translation phrase (WA:648-658) + a
+  rotation phrase (WA:660-670), each with its stationary ``(·)`` form, followed by the speed sentence ``Actual distance
+  moved:<n> at 100 meters per second. Angular change rate (turn speed):<n>. View rotation speed:<n>.`` — the line
+  layout (``". "`` separators, speed sentence, no trailing space) is caption_re.txt:1 (move) and caption_re.txt:7
+  (pan), the file sample_5b.sh passes (sample_5b.sh:16). The numbers are those of the shipped lines: 4/0/0 for a
+  move, 0/4/4 for a turn; there is no degrees-per-unit, so the commanded speed and turn rate are not matched.
+  (The Yume 1.0 phrases ``Person moves forward (W).`` / ``Camera turns right (→).`` are built only for
+  ``--video_root_dir`` mode, S5:628-654, and in Yume-1.0 training, fastvideo/dataset/t2v_datasets.py:393-418.)
+- Move and rotation are independent sentences (WA:672-677; the data converter emits keys and mouse separately,
+  decode_camera_controls_from_c2w_sequence.py:20-58), so walking while turning is expressible. Signs: ``→`` is a
+  positive yaw about camera +Y and ``↑`` a positive rotation about +X in OpenCV axes (…:36-50), the trajectories'
+  yaw-right / pitch-up.
+- One chunk = 8 latents (S5:875-876) decoded on their own, ``video_cat = scale(vae, model_input[:, -8:])`` (S5:1052):
+  the Wan2.2 VAE gives 1 + 4*7 = **29 frames** per chunk (wan23/modules/vae2_2.py:416-417, 839-857); ``[:, -32:]``
+  does not pad (S5:1053). The writer is ``export_to_video(..., fps=16)`` (S5:1080), so a line is 29/16 = 1.8125 s.
+  The output holds 29 frames per line; the conditioning image is not one of them.
+- Caption timing: chunk 0 is conditioned on ``caption[0]`` (S5:901-906); after chunk k the next chunk gets
+  ``caption[k]`` (S5:1083-1094). Chunk j >= 1 therefore reads line j-1, chunks 0 and 1 share line 0, and the last
+  line is read (it counts a chunk) but never conditions one. This adapter writes line i = the caption of chunk i+1
+  and repeats the final caption as the unused last line; the first segment lasts at least 2 chunks.
+- Rounding rule (one for every segment): chunks = max(1, floor(seconds * 16 / 29 + 1/2)), the first segment at least 2.
+  A 20 s key is 320 frames -> 11 chunks = 319 frames (19.94 s) for every key.
+- No camera model: intrinsics are not used (regime 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from worldgate.trajectories.core import Look, Move
+
+from .base import Adapter, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoSpec
+
+W, H = 1280, 704
+FPS = 16.0
+LINE_FRAMES = 29  # 8 latents decoded alone: 1 + 4 * 7 frames
+
+PREFIX = "First-person perspective."  # WA:673, caption_re.txt:1
+MOVE_PHRASE = {  # WA:648-658
+    Move.FORWARD: "The camera pushes forward (W).",
+    Move.STRAFE_LEFT: "The camera moves to the left (A).",
+    Move.BACK: "The camera pulls back (S).",
+    Move.STRAFE_RIGHT: "The camera moves to the right (D).",
+    Move.IDLE: "The camera's movement direction remains stationary (·).",
+}
+LOOK_PHRASE = {  # WA:660-670
+    Look.YAW_RIGHT: "The camera pans to the right (→).",
+    Look.YAW_LEFT: "The camera pans to the left (←).",
+    Look.PITCH_UP: "The camera tilts up (↑).",
+    Look.PITCH_DOWN: "The camera tilts down (↓).",
+    Look.IDLE: "The rotation direction of the camera remains stationary (·).",
+}
+MOVE_DISTANCE = 4  # caption_re.txt:1 "Actual distance moved:4" while pushing forward
+TURN_RATE = 4  # caption_re.txt:7 "Angular change rate (turn speed):4. View rotation speed:4." while panning
+
+
+def caption(move: Move, look: Look) -> str:
+    """The control caption of one chunk, laid out as caption_re.txt:1 / :7."""
+    try:
+        mp, lp = MOVE_PHRASE[Move(move)], LOOK_PHRASE[Look(look)]
+    except (KeyError, ValueError):
+        raise UnsupportedMotion(f"yume has no caption for move {move!r} / look {look!r}; it can say "
+                                f"{sorted(m.value for m in MOVE_PHRASE)} and {sorted(lk.value for lk in LOOK_PHRASE)}") from None
+    d = MOVE_DISTANCE if move is not Move.IDLE else 0
+    r = TURN_RATE if look is not Look.IDLE else 0
+    return (f"{PREFIX} {mp} {lp} Actual distance moved:{d} at 100 meters per second. "
+            f"Angular change rate (turn speed):{r}. View rotation speed:{r}.")
+
+
+def chunks_for(seconds: float) -> int:
+    """Chunks (caption lines' worth of video) for a segment: round half up of seconds * 16 / 29, at least 1."""
+    return max(1, int(math.floor(round(seconds * FPS / LINE_FRAMES, 9) + 0.5)))
+
+
+class Yume(Adapter):
+    repo_spec = RepoSpec(clone="https://github.com/stdstu12/YUME", entry="fastvideo/sample/sample_5b.py", hf_id="stdstu123/Yume-5B-720P")
+    info = AdapterInfo(
+        name="yume", version="0.1", width=W, height=H, fps=FPS,
+        fps_source="writer: export_to_video(fps=16) (sample_5b.py:1080); wan_ti2v_5B sample_fps=24 is not used",
+        chunk_frames=LINE_FRAMES, first_chunk_frames=LINE_FRAMES,
+        duration_unit="caption lines (29 frames = 8 latents each; line 1 drives chunks 0 and 1, the last line is unused)",
+        control="text", pose_convention="none", intrinsics_regime=1, aspect_policy="stretch", context_policies=(),
+        hf_ids=("stdstu123/Yume-5B-720P",), repository="https://github.com/stdstu12/YUME",
+        licence="code Apache-2.0 (LICENSE); the model card's licence is not stated in the repository",
+        integration="A",
+        notes="--caption_path caption.txt; full history with multi-rate spatial compression "
+              "(wan23/modules/model.py:588-721), no knob to restrict it; prompt refined by InternVL3-2B",
+    )
+    FPS = FPS
+
+    def plan(self, case) -> NativeInputs:
+        traj = case.trajectory
+        per_seg = [chunks_for(s.seconds) for s in traj.segments]
+        per_seg[0] = max(2, per_seg[0])  # chunks 0 and 1 read the same line (S5:901-906, 1083-1094)
+        wanted, seg_of_chunk = [], []  # the caption each chunk should see
+        for i, (s, k) in enumerate(zip(traj.segments, per_seg)):
+            wanted += [caption(s.move, s.look)] * k
+            seg_of_chunk += [i] * k
+        n = len(wanted)
+        lines = wanted[1:] + [wanted[-1]]  # line i drives chunk i+1; line 0 also drives chunk 0; last line unused
+        line_of_chunk = np.array([0] + list(range(n - 1)), np.int32)
+        assert all(lines[j] == wanted[c] for c, j in enumerate(line_of_chunk))
+        starts = np.concatenate([[0], np.cumsum(per_seg)]) * LINE_FRAMES
+        segs = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+        caveats = [
+            "text control: the commanded speed and turn rate are not matched; the speed numbers are the shipped "
+            "example's (4 for a move, 4/4 for a turn, caption_re.txt:1,7)",
+            f"durations are whole 29-frame chunks at 16 fps (1.8125 s): {n} chunks = {n * LINE_FRAMES} frames for "
+            f"{traj.duration:g} s commanded",
+            "the caption file's last line is read but conditions no chunk (sample_5b.py:1083-1094); it repeats the "
+            "final caption",
+            "the prompt is refined by InternVL3-2B and appended to every caption line (sample_5b.py:798-817): the "
+            "scene text the model sees is not verbatim",
+            "the image is stretched to 704x1280 (sample_5b.py:738-745) whatever its aspect",
+        ]
+        if per_seg[0] != chunks_for(traj.segments[0].seconds):
+            caveats.append(f"the first segment lasts 2 chunks, not {chunks_for(traj.segments[0].seconds)}, because "
+                           "chunks 0 and 1 share the first caption line")
+        if any(s.move is not Move.IDLE and s.look is not Look.IDLE for s in traj.segments):
+            caveats.append("walk+turn segments are one move sentence plus one rotation sentence (webapp_single_gpu.py:"
+                           "672-677); their speed numbers are 4/4/4")
+        if any(s.look in (Look.PITCH_UP, Look.PITCH_DOWN) for s in traj.segments):
+            caveats.append("no shipped caption line tilts; pitch lines reuse the pan numbers (0/4/4)")
+        hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
+        cmd = (f"torchrun --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py --seed 43 "
+               f"--gradient_checkpointing --train_batch_size 1 --max_sample_steps 600000 --mixed_precision bf16 "
+               f"--allow_tf32 --video_output_dir ./outputs --caption_path caption.txt --test_data_dir ./val "
+               f"--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\""
+               f"  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146)")
+        return NativeInputs(
+            adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
+            fps=FPS, n_frames=n * LINE_FRAMES, segment_frames=segs,
+            arrays={"line_of_chunk": line_of_chunk, "segment_of_chunk": np.array(seg_of_chunk, np.int32),
+                    "chunks_per_segment": np.array(per_seg, np.int32)},
+            files={"caption.txt": "\n".join(lines) + "\n", "prompt.txt": case.prompt, "command.txt": cmd + "\n"},
+            intrinsics={"regime": 1, "case": case.intrinsics, "case_hfov_deg": hfov, "native_hfov_deg": None,
+                        "note": "text control: the model has no camera model"},
+            prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
+            extra={"lines": n, "frames_per_line": LINE_FRAMES, "image": case.image},
+        )

@@ -1,0 +1,166 @@
+"""DreamX-World-5B (AR): one JSON item with per-run key strings and frame weights; 0.075 units and 1.5 deg per frame,
+frame 0's key absorbed, N = 4(L-1)+1 pixel frames with L % 3 == 0, 16 fps."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import UnsupportedMotion, get_adapter
+from worldgate.adapters.dreamx_world import segment_frames_rule
+from worldgate.trajectories import Trajectory, library
+from worldgate.trajectories.suites import Case
+
+
+class TestDreamXWorldConformance(AdapterConformance):
+    adapter_name = "dreamx-world"
+
+
+@pytest.fixture
+def dx():
+    return get_adapter("dreamx-world")
+
+
+def model_allocation(seq, weights, n):
+    """The AR path's frame allocation (utils/trajectory_processor.py:869-881), written out by hand."""
+    total, out, done = sum(weights), [], 0
+    for i, (k, w) in enumerate(zip(seq, weights)):
+        f = n - done if i == len(seq) - 1 else min(max(1, round(n * w / total)), n - done)
+        out += [k] * f
+        done += f
+    return out
+
+
+def lrud_case():
+    return Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+                image_size=REAL_SIZE, prompt="p")
+
+
+def test_id1_forward_golden(dx):
+    p = dx.plan(worldmark_case(1))
+    item = p.files["dreamx_input.json"][0]
+    # 320 steps + the conditioning frame: L = 81 latents (81 % 3 == 0), N = 4*80+1 = 321 pixel frames
+    assert p.extra["num_output_frames"] == 81 and p.n_frames == 321 and p.segment_frames == [(0, 320)]
+    assert item["action_seq"] == ["w"] and item["action_speed_list"] == [321]
+    assert item["caption"] == "First-person view. A test scene." and item["image_path"] == "000.jpg"
+    c2w = p.arrays["c2w"]
+    # frame 0's step is absorbed by the relative-pose step: frame 1 is ONE step (0.075), frame 320 is 320 steps
+    assert c2w[1, 2, 3] == pytest.approx(0.075) and c2w[320, 2, 3] == pytest.approx(24.0)
+    np.testing.assert_allclose(c2w[:, 2, 3], 0.075 * np.arange(321), atol=1e-12)
+    assert not c2w[:, :2, 3].any()
+    assert "--num_output_frames 81 --fps 16" in p.files["command.txt"] and "--chunk_relative" in p.files["command.txt"]
+
+
+def test_id6_allocation_off_by_one_golden(dx):
+    p = dx.plan(worldmark_case(6))  # W20 S20
+    item = p.files["dreamx_input.json"][0]
+    # 640 steps -> L = 162 (161 is not a multiple of 3), N = 645; W gets 320 steps + the absorbed frame 0
+    assert p.extra["num_output_frames"] == 162 and p.n_frames == 645
+    assert item["action_seq"] == ["w", "s", " "] and item["action_speed_list"] == [321, 320, 4]
+    assert p.segment_frames == [(0, 320), (320, 640)]
+    keys = model_allocation(item["action_seq"], item["action_speed_list"], 645)
+    assert keys == ["w"] * 321 + ["s"] * 320 + [" "] * 4 == list(p.arrays["frame_keys"])
+    z = p.arrays["c2w"][:, 2, 3]
+    assert z[320] == pytest.approx(24.0) and z[640] == pytest.approx(0.0, abs=1e-9)  # the W/S loop closes
+    np.testing.assert_allclose(z[640:], 0.0, atol=1e-9)  # the tail holds
+    # the naive weights [1, 1] would give 322 'w' frames (321 steps) and 323 's' steps: the loop would not close
+    naive = model_allocation(["w", "s"], [1, 1], 645)
+    assert naive.count("w") == 322 and naive.count("s") == 323
+
+
+def test_id11_golden(dx):
+    p = dx.plan(worldmark_case(11))  # W S W
+    item = p.files["dreamx_input.json"][0]
+    assert p.extra["num_output_frames"] == 243 and p.n_frames == 969  # 241 -> 243, 4*242+1
+    assert item["action_seq"] == ["w", "s", "w", " "] and item["action_speed_list"] == [321, 320, 320, 8]
+    assert p.segment_frames == [(0, 320), (320, 640), (640, 960)]
+    z = p.arrays["c2w"][:, 2, 3]
+    assert (z[320], z[640], z[960], z[968]) == pytest.approx((24.0, 0.0, 24.0, 24.0), abs=1e-9)
+    assert sum(item["action_speed_list"]) == p.n_frames
+
+
+def test_lrud_golden(dx):
+    p = dx.plan(lrud_case())
+    item = p.files["dreamx_input.json"][0]
+    # V2 L3.6 R3.6 U1.8 D1.8 H1 at 16 fps, half up per segment: 32, 58, 58, 29, 29, 16 -> 222 steps, L = 57, N = 225
+    assert p.segment_frames == [(0, 32), (32, 90), (90, 148), (148, 177), (177, 206), (206, 222)]
+    assert item["action_seq"] == [" ", "j", "l", "i", "k", " "]
+    assert item["action_speed_list"] == [33, 58, 58, 29, 29, 18] and p.n_frames == 225
+    ang = p.arrays["yaw_pitch_deg"]
+    assert ang[90].tolist() == [-87.0, 0.0] and ang[148].tolist() == [0.0, 0.0]  # 58 x 1.5 deg, not 90
+    assert ang[177].tolist() == [0.0, 43.5] and ang[206].tolist() == [0.0, 0.0]
+    assert not p.arrays["c2w"][:, :3, 3].any()
+    assert sum("turn rate not matched" in c for c in p.caveats) == 4
+
+
+def test_properties(dx):
+    c2w = dx.plan(worldmark_case(1)).arrays["c2w"]
+    assert np.all(np.diff(c2w[:321, 2, 3]) > 0)  # forward axis monotone during W
+    p = dx.plan(worldmark_case(7))  # L R
+    ang, c2w = p.arrays["yaw_pitch_deg"], p.arrays["c2w"]
+    (l0, l1), (r0, r1) = p.segment_frames
+    assert np.all(np.diff(ang[l0:l1 + 1, 0]) == -1.5) and np.all(np.diff(ang[r0:r1 + 1, 0]) == 1.5)
+    assert not c2w[:, :3, 3].any() and not ang[:, 1].any()  # pure yaw: translation exactly zero, no pitch
+    p = dx.plan(lrud_case())
+    ang = p.arrays["yaw_pitch_deg"]
+    (_, _), (l0, _), (_, r1), (u0, u1), (d0, d1), _ = p.segment_frames
+    assert not ang[: u0 + 1, 1].any() and not ang[u0 + 1: d1 + 1, 0].any()  # pitch only during U/D
+    assert np.all(np.diff(ang[u0:u1 + 1, 1]) == 1.5) and np.all(np.diff(ang[d0:d1 + 1, 1]) == -1.5)
+
+
+def test_yaw_right_sign(dx):
+    p = dx.plan(worldmark_case(5))  # R
+    assert p.files["dreamx_input.json"][0]["action_seq"] == ["l"]  # l = pan right
+    c2w = p.arrays["c2w"]
+    # after 16 frames (24 deg) the camera's forward axis points towards +X: a right turn (fails if 'j' were emitted)
+    assert c2w[16, 0, 2] == pytest.approx(math.sin(math.radians(24.0)))
+    p = dx.plan(worldmark_case(7))  # L then R
+    assert p.files["dreamx_input.json"][0]["action_seq"][:2] == ["j", "l"]
+    assert p.arrays["c2w"][40, 0, 2] == pytest.approx(-math.sin(math.radians(60.0)))  # 60 deg left after 40 frames
+
+
+def test_pitch_up_sign(dx):
+    p = dx.plan(lrud_case())
+    _, _, _, (u0, _), _, _ = p.segment_frames
+    assert p.arrays["c2w"][u0 + 10, 1, 2] == pytest.approx(-math.sin(math.radians(15.0)))  # forward -> -Y: up
+
+
+def test_lower_rate_is_matched_by_spread_presses(dx):
+    c = Case(id="slow", suite="t", trajectory=Trajectory.parse("R4", yaw_rate=12.0), image="x.jpg")
+    p = dx.plan(c)
+    item = p.files["dreamx_input.json"][0]
+    # 64 frames, 48 deg = 32 presses of 1.5 deg on every second frame; frame 0 absorbed; L = 18, N = 69
+    assert p.n_frames == 69 and p.arrays["yaw_pitch_deg"][64, 0] == 48.0
+    assert item["action_seq"][:4] == [" ", "l", " ", "l"] and item["action_speed_list"][:3] == [2, 1, 1]
+    assert model_allocation(item["action_seq"], item["action_speed_list"], 69) == list(p.arrays["frame_keys"])
+    assert any("matched by pressing 'l' on 32 of 64 frames" in c for c in p.caveats)
+
+
+def test_intrinsics_regime_2(dx):
+    p = dx.plan(worldmark_case(1))
+    K = p.intrinsics
+    assert K["regime"] == 2 and K["native_size"] == [1280, 704]
+    assert K["native"]["fx_norm"] == pytest.approx(969.6969696969696 / 1920)
+    assert K["native"]["fy_norm"] == pytest.approx(969.6969696969696 / 1080)
+    assert K["case_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(REAL_SIZE[0] / (2 * REAL_K[0]))))  # 68.3
+    assert K["native_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(960 / 969.6969696969696)))  # 89.4
+    assert K["native_hfov_deg"] == pytest.approx(89.42, abs=0.01)
+
+
+def test_rounding_rule():
+    assert segment_frames_rule(20) == 320 and segment_frames_rule(3.6) == 58 and segment_frames_rule(1.8) == 29
+    assert segment_frames_rule(1 / 32) == 1  # half up
+
+
+@pytest.mark.parametrize("text", ["^2 W2", "^2 R2", "W+^2"])
+def test_moves_and_yaw_while_pitched_are_unsupported(dx, text):
+    c = Case(id="pitched", suite="t", trajectory=Trajectory.parse(text), image="x.jpg")
+    with pytest.raises(UnsupportedMotion, match="segment"):
+        dx.plan(c)
+
+
+def test_pitch_back_to_level_then_move_is_fine(dx):
+    c = Case(id="ok", suite="t", trajectory=Trajectory.parse("^2 v2 W2"), image="x.jpg")
+    p = dx.plan(c)
+    assert p.files["dreamx_input.json"][0]["action_seq"] == ["i", "k", "w", " "]

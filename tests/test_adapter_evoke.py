@@ -1,0 +1,120 @@
+"""Evoke: ViPE-style pose.npz (cam_c2w c2w OpenCV, per-frame 3x3 K px at 384x640), 24 fps, 36c-3 frames."""
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import AdapterError, get_adapter
+from worldgate.adapters.evoke import evoke_crop_resize
+from worldgate.trajectories import library
+from worldgate.trajectories.suites import Case
+
+
+class TestEvokeConformance(AdapterConformance):
+    adapter_name = "evoke"
+
+
+@pytest.fixture
+def ev():
+    return get_adapter("evoke")
+
+
+def lrud_case():
+    return Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+                image_size=REAL_SIZE)
+
+
+def test_id1_forward_golden(ev):
+    p = ev.plan(worldmark_case(1))
+    c2w = p.files["pose.npz"]["cam_c2w"]
+    # 20 s at 24 fps = 480 frames + the end pose = 481 <= 36*14-3 = 501 (13 chunks give only 465)
+    assert c2w.shape == (501, 4, 4) and c2w.dtype == np.float32 and p.n_frames == 501
+    assert p.extra["num_chunks"] == 14 and "NUM_CHUNKS=14" in p.files["command.txt"]
+    assert p.segment_frames == [(0, 480)]
+    i = np.arange(501)
+    np.testing.assert_allclose(c2w[:, 2, 3], np.float32(1.4) * np.minimum(i, 480) / 24, rtol=1e-6, atol=1e-6)
+    assert c2w[480, 2, 3] == np.float32(28.0) and np.all(c2w[480:] == c2w[480])  # the tail holds the end pose
+    assert np.all(c2w[:, :3, :3] == np.eye(3, dtype=np.float32)) and not c2w[:, :2, 3].any()
+    assert np.all(np.diff(c2w[:481, 2, 3]) > 0)  # forward (+Z) strictly increases during W
+    row = json.loads(p.files["cases.jsonl"])
+    assert row == {"name": "t-001", "image_path": "000.jpg", "pose_path": "pose.npz",
+                   "prompt": "First-person view. A test scene.", "pose_fps": 24,
+                   "pose_source_resolution": [384, 640], "pose_type": "vipe"}
+
+
+def test_ids_6_and_11_frame_counts(ev):
+    p = ev.plan(worldmark_case(6))  # 960 + 1 -> 27 chunks -> 969 frames
+    assert (p.n_frames, p.extra["num_chunks"]) == (969, 27) and p.segment_frames == [(0, 480), (480, 960)]
+    c2w = p.arrays["cam_c2w"]
+    assert np.isclose(c2w[480, 2, 3], 28.0) and np.isclose(c2w[960, 2, 3], 0.0, atol=1e-5)  # W then S back home
+    p = ev.plan(worldmark_case(11))  # 1440 + 1 -> 41 chunks -> 1473 frames
+    assert (p.n_frames, p.extra["num_chunks"]) == (1473, 41)
+    assert p.segment_frames == [(0, 480), (480, 960), (960, 1440)]
+
+
+def test_yaw_right_sign_and_zero_translation(ev):
+    c2w = ev.plan(worldmark_case(5)).arrays["cam_c2w"]  # R at 25 deg/s
+    # after 1 s (frame 24) the forward axis (column 2) has turned 25 deg towards +X: a right turn in OpenCV axes
+    np.testing.assert_allclose(c2w[24, :3, 2], [math.sin(math.radians(25)), 0, math.cos(math.radians(25))], atol=1e-6)
+    assert not c2w[:, :3, 3].any()  # exactly zero: a pure rotation must survive any max-normalisation
+    yaw = np.unwrap(np.arctan2(c2w[:481, 0, 2], c2w[:481, 2, 2]))
+    assert np.all(np.diff(yaw) > 0)
+    c2w = ev.plan(worldmark_case(7)).arrays["cam_c2w"]  # L R: a flipped sign fails here
+    assert c2w[24, 0, 2] < -0.4 and not c2w[:, :3, 3].any()
+
+
+def test_lrud_pitch_only_during_u_and_d(ev):
+    p = ev.plan(lrud_case())
+    c2w = p.arrays["cam_c2w"]
+    (v0, v1), (l0, l1), (r0, r1), (u0, u1), (d0, d1), (h0, h1) = p.segment_frames
+    # boundaries 2, 5.6, 9.2, 11, 12.8, 13.8 s at 24 fps, frames i with t0 <= i/24 < t1
+    assert p.segment_frames == [(0, 48), (48, 135), (135, 221), (221, 264), (264, 308), (308, 332)]
+    assert p.n_frames == 357  # 332 + 1 -> 10 chunks
+    assert not c2w[:, :3, 3].any()
+    fy = c2w[:, 1, 2]  # forward's Y component = -sin(pitch): zero until U starts (frame 220 is t = 9.17 s < 9.2 s)
+    assert not fy[:u0].any() and np.all(np.diff(fy[u0 - 1:u1 + 1]) < 0) and np.all(np.diff(fy[d0:d1 + 1]) > 0)
+    assert np.isclose(fy[u1], -math.sin(math.radians(45)), atol=1e-6) and not fy[d1:].any()
+    yaw = np.arctan2(c2w[:, 0, 2], c2w[:, 2, 2])  # turns left (-X) during L; 0 again through U/D/H
+    assert np.all(np.diff(yaw[l0:l1]) < 0) and np.allclose(yaw[u0:], 0.0, atol=1e-6)  # R brought it back to 0
+
+
+def test_intrinsics_stretched_on_real_size(ev):
+    p = ev.plan(worldmark_case(1))
+    K = p.files["pose.npz"]["intrinsics"]
+    fx, fy, cx, cy = REAL_K
+    assert K.shape == (501, 3, 3) and K.dtype == np.float32 and np.all(K == K[0])
+    # 1080x720 stretched to 640x384: x * 640/1080, y * 384/720
+    np.testing.assert_allclose(K[0], [[472.14702, 0, 319.48053], [0, 427.00128, 191.52709], [0, 0, 1]], rtol=1e-6)
+    t = p.intrinsics["transform"]
+    assert t["scale_xy"] == [640 / 1080, 384 / 720] and t["declared_source_hw"] == [384, 640]
+    # Evoke's own crop-resize at the declared 384x640 is the identity (scale 1, crop 0)
+    np.testing.assert_allclose(t["evoke_crop_resize"], [K[0, 0, 0], K[0, 1, 1], K[0, 0, 2], K[0, 1, 2]], rtol=1e-6)
+    assert math.isclose(p.intrinsics["native_hfov_deg"], p.intrinsics["case_hfov_deg"], rel_tol=1e-6)  # stretch keeps hfov
+
+
+def test_the_crop_trap_this_avoids():
+    # declaring the IB default 480x832 would crop-resize: s = max(0.8, 0.769) = 0.8, width 666, cx shifted by 13 px
+    K = np.array([[500.0, 0, 416], [0, 500, 240], [0, 0, 1]])
+    assert evoke_crop_resize(K, 480, 832) == [400.0, 400.0, 332.8 - 13.0, 192.0]
+    # whereas the stretched image wants fx = 500 * 640/832 = 384.6: a 4 % focal and 13 px centre disagreement
+    assert not math.isclose(evoke_crop_resize(K, 480, 832)[0], 500 * 640 / 832, rel_tol=0.01)
+
+
+def test_off_centre_k_evoke_would_override_raises(ev):
+    c = Case(id="odd", suite="t", trajectory=library.worldmark(1), image="x.jpg",
+             intrinsics=[300.0, 300.0, 100.0, 60.0], image_size=(640, 384))
+    with pytest.raises(AdapterError, match="operators.py:454-496"):
+        ev.plan(c)
+
+
+def test_pose_npz_round_trip(ev, tmp_path):
+    p = ev.plan(worldmark_case(9))
+    p.write(tmp_path)
+    with np.load(tmp_path / "pose.npz", allow_pickle=False) as z:
+        assert set(z.files) == {"cam_c2w", "intrinsics"}
+        np.testing.assert_array_equal(z["cam_c2w"], p.arrays["cam_c2w"])
+    assert json.loads((tmp_path / "cases.jsonl").read_text())["pose_path"] == "pose.npz"

@@ -1,0 +1,110 @@
+"""Hunyuan-GameCraft 1.0: one key + speed per 33-frame action at 24 fps; 20 s keys -> 15 actions; fixed intrinsics."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import UnsupportedMotion, get_adapter
+from worldgate.trajectories import library
+from worldgate.trajectories.core import Trajectory
+from worldgate.trajectories.suites import Case
+
+
+class TestHYGameCraftConformance(AdapterConformance):
+    adapter_name = "hy-gamecraft"
+
+
+@pytest.fixture
+def gc():
+    return get_adapter("hy-gamecraft")
+
+
+def test_id1_forward_golden(gc):
+    p = gc.plan(worldmark_case(1))
+    # 20 s * 24 fps / 33 = 14.55 -> 15 actions = 495 frames; 28 m split evenly: 28/15 m per action
+    assert p.extra["action_list"] == ["w"] * 15 and p.n_frames == 495 and p.segment_frames == [(0, 495)]
+    np.testing.assert_allclose(p.arrays["speed"], [28 / 15] * 15, rtol=1e-15)
+    v = 28 / 15
+    w2c = p.arrays["w2c"]
+    assert w2c.shape == (15, 33, 4, 4)
+    # RealEstate10K rows: w2c translation -v*k/33 along z (the world moves back as the camera goes forward)
+    np.testing.assert_allclose(w2c[0, :, 2, 3], -v * np.arange(33) / 33, atol=1e-12)
+    assert p.arrays["c2w_plucker"][0, 32, 2, 3] == pytest.approx(10 * v * 32 / 33)  # x10 inside (SI:40-41)
+    c2w = p.arrays["c2w"]
+    assert c2w[33, 2, 3] == pytest.approx(v) and c2w[494, 2, 3] == pytest.approx(14 * v + v * 32 / 33)
+    assert np.all(np.diff(c2w[:, 2, 3]) > 0) and not c2w[:, :2, 3].any()  # forward axis monotone during W
+    cmd = p.files["command.txt"]
+    assert "--action-list " + " ".join(["w"] * 15) + " --action-speed-list " + " ".join([repr(v)] * 15) in cmd
+    assert "--image-start" in cmd and "--video-size 704 1216" in cmd
+
+
+def test_id6_and_id11_goldens(gc):
+    p = gc.plan(worldmark_case(6))  # W S
+    assert p.extra["action_list"] == ["w"] * 15 + ["s"] * 15 and p.n_frames == 990
+    assert p.segment_frames == [(0, 495), (495, 990)]
+    assert p.arrays["c2w"][-1, 2, 3] == pytest.approx(28 / 15 / 33)  # 28 m out, then 28 m less the last 1/33 step
+    p = gc.plan(worldmark_case(11))  # W S W: the same whole number of actions for every 20 s key
+    assert [b - a for a, b in p.segment_frames] == [495, 495, 495] and p.extra["actions"] == 45
+    assert p.extra["action_list"][14:16] == ["w", "s"] and p.extra["action_list"][29:31] == ["s", "w"]
+
+
+def test_yaw_right_sign(gc):
+    p = gc.plan(worldmark_case(5))  # R: 25 deg/s * 20 s = 500 deg over 15 actions
+    assert p.extra["action_list"] == ["right_rot"] * 15
+    assert p.extra["action_speed_list"][0] == pytest.approx(500 / 15)
+    c = p.arrays["c2w_plucker"][0, 1]
+    th = math.radians(500 / 15 / 33)
+    np.testing.assert_allclose(c[:3, :3], [[math.cos(th), 0, math.sin(th)], [0, 1, 0], [-math.sin(th), 0, math.cos(th)]],
+                               atol=1e-12)
+    assert c[0, 2] > 0  # forward axis towards +x: yaw right (left_rot would give < 0)
+    assert not p.arrays["c2w"][:, :3, 3].any()
+    assert any("outside the README's 0-3 range" in x for x in p.caveats)
+    p = gc.plan(worldmark_case(7))  # L R
+    assert p.extra["action_list"] == ["left_rot"] * 15 + ["right_rot"] * 15
+    fwd = p.arrays["c2w"][:, :3, 2]
+    yaw = np.unwrap(np.arctan2(fwd[:, 0], fwd[:, 2]))
+    assert np.all(np.diff(yaw[:496]) < 0) and np.all(np.diff(yaw[495:]) > 0)  # monotone in each key
+    assert not p.arrays["c2w"][:, :3, 3].any()  # pure rotation: translation exactly zero
+
+
+def test_lrud_pitch_only_during_u_and_d(gc):
+    c = Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = gc.plan(c)
+    # V 2 s -> 1 action (1.45), L/R 3.6 s -> 3 (2.62), U/D 1.8 s -> 1 (1.31), H 1 s -> 1 (0.73); holds are w at 0
+    assert p.extra["action_list"] == ["w", "left_rot", "left_rot", "left_rot", "right_rot", "right_rot", "right_rot",
+                                      "up_rot", "down_rot", "w"]
+    assert p.extra["action_speed_list"] == [0.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 45.0, 45.0, 0.0]
+    assert p.segment_frames == [(0, 33), (33, 132), (132, 231), (231, 264), (264, 297), (297, 330)]
+    c2w = p.arrays["c2w"]
+    assert not c2w[:, :3, 3].any()
+    fwd = c2w[:, :3, 2]
+    pitch = np.degrees(np.arcsin(-fwd[:, 1]))  # forward towards -y is up
+    assert np.all(np.abs(pitch[:232]) < 1e-9) and np.all(np.abs(pitch[298:]) < 1e-9)
+    assert np.all(np.diff(pitch[231:264]) > 0) and pitch[263] == pytest.approx(45 * 32 / 33)
+    assert pitch[264] == pytest.approx(45.0) and np.all(np.diff(pitch[264:297]) < 0)
+    assert np.all(np.abs(fwd[231:297, 0]) < 1e-9)  # no yaw during U/D (the view came back to yaw 0)
+    np.testing.assert_array_equal(c2w[0], np.eye(4))
+
+
+def test_combined_move_and_look_is_unsupported(gc):
+    c = Case(id="wr", suite="t", trajectory=Trajectory.parse("W+R5"), image="x.jpg")
+    with pytest.raises(UnsupportedMotion, match="segment 1"):
+        gc.plan(c)
+
+
+def test_intrinsics_fixed_regime2_real_size(gc):
+    p = gc.plan(worldmark_case(1))
+    K = p.intrinsics
+    assert K["regime"] == 2 and K["native"] == [0.50505, 0.8979, 0.5, 0.5]
+    np.testing.assert_allclose(K["native_px"], [0.50505 * 1216, 0.8979 * 704, 608, 352])
+    assert K["native_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(0.5 / 0.50505)))  # 89.42
+    assert K["case_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(1080 / 2 / REAL_K[0])))
+    # 1080x720 covers 1216x704 with scale 1216/1080 -> 1216 x 810: no horizontal crop, the FOV is kept
+    assert K["case_hfov_after_crop_deg"] == pytest.approx(K["case_hfov_deg"])
+    p = gc.plan(worldmark_case(1, image_size=(1920, 1080), k=[1000.0, 1000.0, 959.5, 539.5]))
+    # scale 704/1080 -> int(1251.6) = 1251 wide, 1216 kept: visible width 1216/1251 of the original
+    assert p.intrinsics["case_hfov_after_crop_deg"] == pytest.approx(
+        math.degrees(2 * math.atan(608 / (1000.0 * 1251 / 1920))))

@@ -1,0 +1,137 @@
+"""HY-WorldPlay: pose.json with one {extrinsic c2w, K} per latent (latent i = frame 4i), 24 fps, AR L % 4 == 0."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import get_adapter
+from worldgate.trajectories import library
+from worldgate.trajectories.suites import Case
+
+
+class TestHYWorldPlayConformance(AdapterConformance):
+    adapter_name = "hy-worldplay"
+
+
+@pytest.fixture
+def wp():
+    return get_adapter("hy-worldplay")
+
+
+def _forward(c2w):
+    return c2w[:, :3, 2]  # camera +z axis in the world
+
+
+def test_id1_forward_golden(wp):
+    p = wp.plan(worldmark_case(1))
+    # 20 s at 24 fps = 480 frames = 120 latents; latent 120 carries frame 480 (the end pose) -> 121 latents,
+    # rounded up to a multiple of 4 -> 124 latents, video_length 4*124-3 = 493
+    assert p.n_frames == 493 and p.extra["latents"] == 124 and p.segment_frames == [(0, 480)]
+    c2w = p.arrays["c2w"]
+    assert c2w.shape == (124, 4, 4)
+    # latent i is frame 4i, t = i/6 s, 1.4 m/s forward along +z: 0.2333... m per latent, then the final pose (28 m)
+    expect = np.minimum(np.arange(124) * 1.4 / 6, 28.0)
+    np.testing.assert_allclose(c2w[:, 2, 3], expect, atol=1e-12)
+    assert not c2w[:, :2, 3].any()
+    np.testing.assert_array_equal(c2w[:, :3, :3], np.broadcast_to(np.eye(3), (124, 3, 3)))
+    assert np.all(np.diff(c2w[:121, 2, 3]) > 0)  # forward axis monotone during W
+    # the model's own labels (W = 9) for latents 1..120, 0 for the first and the held tail
+    assert p.arrays["action"].tolist() == [0] + [9] * 120 + [0] * 3
+    np.testing.assert_array_equal(p.arrays["latent_frame"][:3], [0, 4, 8])
+    cmd = p.files["command.txt"]
+    for s in ("--video_length 493", "--model_type ar", "--pose pose.json", "--width 832", "--height 480"):
+        assert s in cmd
+
+
+def test_pose_json_schema_and_numeric_key_order(wp, tmp_path):
+    p = wp.plan(worldmark_case(1))
+    p.write(tmp_path)
+    text = (tmp_path / "pose.json").read_text()
+    d = json.loads(text)  # dicts keep the file's order, which is what the model iterates
+    assert list(d) == [str(i) for i in range(124)]  # "10" must not come before "2"
+    assert set(d["0"]) == {"extrinsic", "K"}
+    np.testing.assert_array_equal(d["0"]["extrinsic"], np.eye(4))
+    assert d["1"]["extrinsic"][2][3] == pytest.approx(1.4 * 4 / 24, abs=1e-15)
+    assert d["123"]["extrinsic"][2][3] == pytest.approx(28.0, abs=1e-12)
+    np.testing.assert_array_equal(np.array(d["57"]["extrinsic"]), p.arrays["c2w"][57])
+
+
+def test_id6_and_id11_goldens(wp):
+    p = wp.plan(worldmark_case(6))  # W S: 240 + 1 latents -> 244, 4*244-3 = 973 frames
+    assert p.n_frames == 973 and p.extra["latents"] == 244 and p.segment_frames == [(0, 480), (480, 960)]
+    c2w = p.arrays["c2w"]
+    assert c2w[120, 2, 3] == pytest.approx(28.0) and abs(c2w[240, 2, 3]) < 1e-9  # S walks back to the start
+    assert p.arrays["action"].tolist() == [0] + [9] * 120 + [18] * 120 + [0] * 3  # S = 18
+    p = wp.plan(worldmark_case(11))  # W S W
+    assert p.n_frames == 1453 and p.extra["latents"] == 364
+    assert [b - a for a, b in p.segment_frames] == [480, 480, 480]
+    assert p.extra["latents"] % 4 == 0 and p.n_frames == 4 * p.extra["latents"] - 3
+
+
+def test_yaw_right_sign_and_zero_translation(wp):
+    p = wp.plan(worldmark_case(5))  # R: 25 deg/s -> 25*4/24 deg per latent about +y
+    c2w = p.arrays["c2w"]
+    assert not c2w[:, :3, 3].any()
+    th = math.radians(25 / 6)
+    np.testing.assert_allclose(c2w[1, :3, :3], [[math.cos(th), 0, math.sin(th)], [0, 1, 0], [-math.sin(th), 0, math.cos(th)]],
+                               atol=1e-12)
+    assert c2w[1, 0, 2] > 0  # forward axis turns towards +x: a right turn
+    assert set(p.arrays["action"][1:121].tolist()) == {1}  # the model's "yaw right" label; left would be 2
+    p = wp.plan(worldmark_case(7))  # L R
+    yaw = np.degrees(np.arctan2(_forward(p.arrays["c2w"])[:, 0], _forward(p.arrays["c2w"])[:, 2]))
+    yaw = np.degrees(np.unwrap(np.radians(yaw)))
+    assert np.all(np.diff(yaw[:121]) < 0) and np.all(np.diff(yaw[120:241]) > 0)
+    assert set(p.arrays["action"][1:121].tolist()) == {2} and set(p.arrays["action"][121:241].tolist()) == {1}
+    assert not p.arrays["c2w"][:, :3, 3].any()
+
+
+def test_lrud_pitch_only_during_u_and_d(wp):
+    c = Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = wp.plan(c)
+    # 13.8 s -> 332 frames (331.2 rounded up) -> 83 + 1 latents -> 84, video_length 333
+    assert p.n_frames == 333 and p.extra["latents"] == 84
+    assert p.segment_frames == [(0, 48), (48, 135), (135, 221), (221, 264), (264, 308), (308, 332)]
+    c2w = p.arrays["c2w"]
+    assert not c2w[:, :3, 3].any()
+    pitch = np.degrees(np.arcsin(-_forward(c2w)[:, 1]))  # forward towards -y is up
+    t = np.arange(84) / 6  # latent i is at t = 4i/24
+    in_ud = (t > 9.2) & (t <= 12.8 + 1e-9)
+    assert np.all(np.abs(pitch[~in_ud]) < 1e-9)
+    assert pitch[66] == pytest.approx(45.0) and np.all(np.diff(pitch[55:67]) > 0)  # U: t 9.2..11 up to 45 deg
+    assert np.all(np.diff(pitch[66:77]) < 0) and abs(pitch[77]) < 1e-9  # D back to level at 12.8 s
+    a = p.arrays["action"]
+    assert set(a[57:67].tolist()) == {3} and set(a[67:77].tolist()) == {4}  # pitch up 3, down 4
+    assert set(a[13:34].tolist()) == {2} and set(a[35:55].tolist()) == {1}
+
+
+def test_intrinsics_crop_arithmetic_real_size(wp):
+    p = wp.plan(worldmark_case(1))
+    fx, fy, cx, cy = REAL_K
+    # 1080x720 covers 832x480 with scale 832/1080: resized to 832 x round(554.67) = 555, centre crop top round(37.5) = 38
+    K = p.arrays["K"]
+    np.testing.assert_allclose(K, [[fx * 832 / 1080, 0, 416], [0, fy * 555 / 720, 240], [0, 0, 1]], rtol=1e-12)
+    tf = p.intrinsics["transform"]
+    assert tf["resize_to"] == [832, 555] and tf["crop_left_top"] == [0, 38] and tf["policy"] == "crop"
+    np.testing.assert_allclose(tf["principal_point_after_crop"], [cx * 832 / 1080, cy * 555 / 720 - 38])
+    # the model normalises fx / (2 cx) = fx / 832
+    np.testing.assert_allclose(p.intrinsics["native_normalised"], [fx / 1080, fy * 555 / 720 / 480, 0.5, 0.5])
+    assert p.intrinsics["native_hfov_deg"] == pytest.approx(p.intrinsics["case_hfov_deg"])  # no horizontal crop
+
+
+def test_intrinsics_wide_image_is_cropped_horizontally(wp):
+    k = [1000.0, 1000.0, 959.5, 539.5]
+    p = wp.plan(worldmark_case(1, image_size=(1920, 1080), k=k))
+    # scale 480/1080: resized to round(853.33) = 853 x 480, crop left round(10.5) = 10 (round half to even)
+    tf = p.intrinsics["transform"]
+    assert tf["resize_to"] == [853, 480] and tf["crop_left_top"] == [10, 0]
+    np.testing.assert_allclose(p.arrays["K"][0, 0], 1000.0 * 853 / 1920)
+    assert p.intrinsics["native_hfov_deg"] < p.intrinsics["case_hfov_deg"]  # the crop narrows the view
+
+
+def test_pose_scale_model_arg():
+    p = get_adapter("hy-worldplay", pose_scale=0.5).plan(worldmark_case(1))
+    assert p.arrays["c2w"][6, 2, 3] == pytest.approx(0.5 * 1.4)

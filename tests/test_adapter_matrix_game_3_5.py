@@ -1,0 +1,102 @@
+"""Matrix-Game 3.5: camera.npz with metric OpenCV c2w + [fx, fy, cx, cy] at 1280x704, N = 1 + 84 K poses at 16 fps."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import get_adapter
+from worldgate.trajectories import library
+from worldgate.trajectories.suites import Case
+
+
+class TestMatrixGame35Conformance(AdapterConformance):
+    adapter_name = "matrix-game-3.5"
+
+
+@pytest.fixture
+def mg():
+    return get_adapter("matrix-game-3.5")
+
+
+def test_id1_forward_golden(mg):
+    p = mg.plan(worldmark_case(1))
+    cam = p.files["camera.npz"]
+    c2w, K = cam["extrinsics_c2w"], cam["intrinsics"]
+    # 320 frames + anchor = 321 -> 1 + 84*4 = 337 poses, 4 blocks
+    assert c2w.shape == (337, 4, 4) and c2w.dtype == np.float32 and K.shape == (337, 4)
+    assert p.n_frames == 337 and p.extra["num_blocks"] == 4 and p.segment_frames == [(0, 320)]
+    np.testing.assert_array_equal(c2w[0], np.eye(4, dtype=np.float32))
+    np.testing.assert_allclose(c2w[:321, 2, 3], 1.4 / 16 * np.arange(321), rtol=1e-6)  # +Z forward, metres
+    np.testing.assert_allclose(c2w[321:, 2, 3], 28.0, rtol=1e-6)  # the tail holds the final pose
+    assert not c2w[:, :2, 3].any() and np.all(np.diff(c2w[:321, 2, 3]) > 0)
+    np.testing.assert_array_equal(c2w[:, :3, :3], np.broadcast_to(np.eye(3, dtype=np.float32), (337, 3, 3)))
+    assert p.files["distilled.yaml"] == "profile: standard\nnum_blocks: 4\n"
+    assert "--config distilled.yaml" in p.files["command.txt"] and "--camera camera.npz" in p.files["command.txt"]
+
+
+def test_ids_6_and_11(mg):
+    p = mg.plan(worldmark_case(6))  # 640 frames -> 8 blocks, 673 poses
+    assert p.n_frames == 673 and p.extra["num_blocks"] == 8 and p.segment_frames == [(0, 320), (320, 640)]
+    c2w = p.arrays["extrinsics_c2w"]
+    assert c2w[320, 2, 3] == pytest.approx(28.0) and abs(c2w[640, 2, 3]) < 1e-5
+    p = mg.plan(worldmark_case(11))  # 960 frames -> 12 blocks
+    assert p.n_frames == 1009 and [b - a for a, b in p.segment_frames] == [320, 320, 320]
+
+
+def test_yaw_right_sign(mg):
+    c2w = mg.plan(worldmark_case(5)).arrays["extrinsics_c2w"]  # R at 25 deg/s
+    assert c2w[16, 0, 2] == pytest.approx(math.sin(math.radians(25)), abs=1e-6)  # forward -> +x: a right turn
+    assert not c2w[:, :3, 3].any()
+    heading = np.unwrap(np.arctan2(c2w[:321, 0, 2], c2w[:321, 2, 2]))
+    assert np.all(np.diff(heading) > 0)
+    c2w = mg.plan(worldmark_case(7)).arrays["extrinsics_c2w"]  # L R
+    assert c2w[16, 0, 2] < -0.4 and np.allclose(c2w[640], np.eye(4), atol=1e-5)
+
+
+def test_lrud_pitch_only_during_u_and_d(mg):
+    c = Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = mg.plan(c)
+    c2w = p.arrays["extrinsics_c2w"]
+    # boundaries 0, 2, 5.6, 9.2, 11, 12.8, 13.8 s at 16 fps: 0, 32, 90, 148, 176, 205, 221 -> 3 blocks
+    assert p.segment_frames == [(0, 32), (32, 90), (90, 148), (148, 176), (176, 205), (205, 221)]
+    assert p.n_frames == 253
+    pitch = np.degrees(-np.arcsin(c2w[:, 1, 2]))  # OpenCV: looking up moves forward towards -y
+    # pose i is at t = i / 16: frame 148 (9.25 s) is already 0.05 s into U, frame 205 (12.8125 s) is in H
+    assert np.allclose(pitch[:148], 0, atol=1e-4) and np.allclose(pitch[205:], 0, atol=1e-4)
+    assert pitch[148] == pytest.approx(1.25, abs=1e-4) and pitch[176] == pytest.approx(45.0, abs=1e-4)
+    assert np.all(pitch[148:205] > 0)
+    s = math.sqrt(0.5)
+    np.testing.assert_allclose(c2w[176, :3, 2], [0, -s, s], atol=1e-6)  # U is up (-y), not down
+    assert not c2w[:, :3, 3].any()
+
+
+def test_intrinsics_follow_crop_and_stretch(mg):
+    fx, fy, cx, cy = REAL_K
+    p = mg.plan(worldmark_case(1))  # 1080x720: crop to 1080x704 (top 8), stretch x by 1280/1080
+    K = p.intrinsics
+    np.testing.assert_allclose(p.files["camera.npz"]["intrinsics"][0], [fx * 1280 / 1080, fy, 640, 352], rtol=1e-6)
+    assert K["transform"]["crop"] == {"left": 0, "top": 8, "width": 1080, "height": 704}
+    assert K["native_hfov_deg"] == pytest.approx(K["case_hfov_deg"], abs=1e-4)  # width kept, so hfov kept
+    big = Case(id="big", suite="t", trajectory=library.worldmark(1), image="x.jpg",
+               intrinsics=[1400.0, 1400.0, 960.0, 540.0], image_size=(1920, 1080))
+    K = mg.plan(big).intrinsics  # pure centre crop to 1280x704, no resize
+    assert K["native"] == [1400.0, 1400.0, 640.0, 352.0]
+    assert K["transform"]["crop"] == {"left": 320, "top": 188, "width": 1280, "height": 704}
+    assert K["native_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(640 / 1400)))
+
+
+def test_base_variant_command():
+    p = get_adapter("matrix-game-3.5", variant="base").plan(worldmark_case(1, view="third"))
+    assert "distilled.yaml" not in p.files
+    assert "python infer.py --person third" in p.files["command.txt"] and "--num-blocks 4" in p.files["command.txt"]
+
+
+def test_camera_npz_round_trip(mg, tmp_path):
+    p = mg.plan(worldmark_case(7))
+    p.write(tmp_path)
+    with np.load(tmp_path / "camera.npz", allow_pickle=False) as z:
+        assert set(z.files) == {"extrinsics_c2w", "intrinsics"}
+        np.testing.assert_array_equal(z["extrinsics_c2w"], p.arrays["extrinsics_c2w"])

@@ -1,0 +1,132 @@
+"""Yume 1.5: one Yume-1.5 caption line per 29-frame chunk at 16 fps; line i drives chunk i+1 (line 0 also chunk 0)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from worldgate.adapters import get_adapter
+from worldgate.trajectories import library
+from worldgate.trajectories.core import Trajectory
+from worldgate.trajectories.suites import Case
+
+# the exact lines, written out by hand from webapp_single_gpu.py:648-670 and caption_re.txt:1,7
+SPEED_MOVE = " Actual distance moved:4 at 100 meters per second. Angular change rate (turn speed):0. View rotation speed:0."
+SPEED_TURN = " Actual distance moved:0 at 100 meters per second. Angular change rate (turn speed):4. View rotation speed:4."
+SPEED_NONE = " Actual distance moved:0 at 100 meters per second. Angular change rate (turn speed):0. View rotation speed:0."
+STILL_ROT = " The rotation direction of the camera remains stationary (·)."
+STILL_MOVE = " The camera's movement direction remains stationary (·)."
+FWD = "First-person perspective. The camera pushes forward (W)." + STILL_ROT + SPEED_MOVE
+BACK = "First-person perspective. The camera pulls back (S)." + STILL_ROT + SPEED_MOVE
+LEFT = "First-person perspective." + STILL_MOVE + " The camera pans to the left (←)." + SPEED_TURN
+RIGHT = "First-person perspective." + STILL_MOVE + " The camera pans to the right (→)." + SPEED_TURN
+UP = "First-person perspective." + STILL_MOVE + " The camera tilts up (↑)." + SPEED_TURN
+DOWN = "First-person perspective." + STILL_MOVE + " The camera tilts down (↓)." + SPEED_TURN
+HOLD = "First-person perspective." + STILL_MOVE + STILL_ROT + SPEED_NONE
+
+
+class TestYumeConformance(AdapterConformance):
+    adapter_name = "yume"
+
+
+@pytest.fixture
+def yu():
+    return get_adapter("yume")
+
+
+def lines(plan):
+    text = plan.files["caption.txt"]
+    assert text.endswith("\n") and "\n\n" not in text
+    return text[:-1].split("\n")
+
+
+def chunk_captions(plan):
+    """What sample_5b.py feeds each chunk: chunk 0 -> line 0, chunk j >= 1 -> line j-1 (S5:901-906, 1083-1094)."""
+    ls = lines(plan)
+    return [ls[0]] + ls[:len(ls) - 1]
+
+
+def test_id1_forward_golden(yu):
+    p = yu.plan(worldmark_case(1))
+    # 20 s * 16 fps = 320 frames; 320 / 29 = 11.03 -> 11 lines of 29 frames = 319 frames
+    assert lines(p) == [FWD] * 11
+    assert p.n_frames == 319 and p.segment_frames == [(0, 319)] and (p.width, p.height, p.fps) == (1280, 704, 16.0)
+    assert p.arrays["line_of_chunk"].tolist() == [0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert "--caption_path caption.txt" in p.files["command.txt"] and p.files["prompt.txt"] == p.prompt
+
+
+def test_id6_ws_golden(yu):
+    p = yu.plan(worldmark_case(6))
+    # chunks 0..10 W, 11..21 S; line i drives chunk i+1, so the file is W x10 then S x12 (the last is unused)
+    assert lines(p) == [FWD] * 10 + [BACK] * 12
+    assert chunk_captions(p) == [FWD] * 11 + [BACK] * 11
+    assert p.segment_frames == [(0, 319), (319, 638)] and p.n_frames == 638
+
+
+def test_id11_wsw_golden(yu):
+    p = yu.plan(worldmark_case(11))
+    assert lines(p) == [FWD] * 10 + [BACK] * 11 + [FWD] * 12
+    assert chunk_captions(p) == [FWD] * 11 + [BACK] * 11 + [FWD] * 11
+    assert p.segment_frames == [(0, 319), (319, 638), (638, 957)]
+    assert p.arrays["chunks_per_segment"].tolist() == [11, 11, 11]
+
+
+def test_lrud_golden(yu):
+    c = Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = yu.plan(c)
+    # V 2 s -> 32/29 -> 1, raised to 2 (chunks 0 and 1 share line 0); L, R 3.6 s -> 57.6/29 = 1.99 -> 2;
+    # U, D 1.8 s -> 28.8/29 -> 1; H 1 s -> 0.55 -> 1
+    assert p.arrays["chunks_per_segment"].tolist() == [2, 2, 2, 1, 1, 1]
+    assert p.segment_frames == [(0, 58), (58, 116), (116, 174), (174, 203), (203, 232), (232, 261)]
+    assert chunk_captions(p) == [HOLD, HOLD, LEFT, LEFT, RIGHT, RIGHT, UP, DOWN, HOLD]
+    assert lines(p) == [HOLD, LEFT, LEFT, RIGHT, RIGHT, UP, DOWN, HOLD, HOLD]
+    assert any("first segment lasts 2 chunks" in c for c in p.caveats)
+
+
+def test_properties_per_segment(yu):
+    c = Case(id="lrud", suite="t", trajectory=library.get("LRUD"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = yu.plan(c)
+    caps, seg = chunk_captions(p), p.arrays["segment_of_chunk"]
+    for cap, s in zip(caps, seg):
+        rot = "(↑)" in cap or "(↓)" in cap
+        assert rot == (s in (3, 4))  # pitch only during U and D
+        assert "distance moved:0 " in cap and "(W)" not in cap  # no translation anywhere in LRUD
+    p = yu.plan(worldmark_case(13))  # W R W: forward only during W, never during R
+    for cap, s in zip(chunk_captions(p), p.arrays["segment_of_chunk"]):
+        assert ("pushes forward (W)" in cap) == (s != 1) and ("pans to the right" in cap) == (s == 1)
+
+
+def test_yaw_right_is_right_arrow(yu):
+    assert lines(yu.plan(worldmark_case(5))) == [RIGHT] * 11
+    caps = chunk_captions(yu.plan(worldmark_case(7)))  # L R: a flipped sign would swap these
+    assert caps[:11] == [LEFT] * 11 and caps[11:] == [RIGHT] * 11
+    assert all("(←)" not in c for c in caps[11:])
+
+
+def test_walk_while_turning_is_expressible(yu):
+    c = Case(id="wr", suite="t", trajectory=Trajectory.parse("W+R5"), image="x.jpg", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    p = yu.plan(c)  # 5 s * 16 / 29 = 2.76 -> 3 chunks
+    assert lines(p) == ["First-person perspective. The camera pushes forward (W). The camera pans to the right (→). "
+                        "Actual distance moved:4 at 100 meters per second. Angular change rate (turn speed):4. "
+                        "View rotation speed:4."] * 3
+    assert p.segment_frames == [(0, 87)]
+
+
+def test_rounding_rule(yu):
+    def per_seg(text):
+        c = Case(id="r", suite="t", trajectory=Trajectory.parse(text), image="x.jpg")
+        return yu.plan(c).arrays["chunks_per_segment"].tolist()
+    # 2.7 s -> 43.2/29 = 1.49 -> 1; 2.75 s -> 44/29 = 1.517 -> 2; 0.3 s -> 0.17 -> at least 1
+    assert per_seg("W5 R2.7 L2.75 S0.3") == [3, 1, 2, 1]
+    assert per_seg("W0.5 R2") == [2, 1]  # the first segment gets at least 2 chunks
+
+
+def test_intrinsics_regime_1_on_real_size(yu):
+    p = yu.plan(worldmark_case(1))
+    assert p.intrinsics["regime"] == 1 and p.intrinsics["native_hfov_deg"] is None
+    assert math.isclose(p.intrinsics["case_hfov_deg"], math.degrees(2 * math.atan(1080 / (2 * 796.7481))), rel_tol=1e-12)
+    assert np.isclose(p.intrinsics["case_hfov_deg"], 68.2, atol=0.1)
