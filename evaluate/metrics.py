@@ -378,7 +378,7 @@ def revisit_memory(feat, rec, backend: str, P=PARAMS) -> Score:
         scores.append(100.0 / (1.0 + float(np.mean(ds)) / scale))
     if trips == 0:
         return na("no round trip (WS, AD, LR, ...) in this trajectory")
-    return Score(float(np.mean(scores)), detail={"trips": trips, "gated": reasons})
+    return Score(float(np.mean(scores)), detail={"trips": trips, "gated": reasons, "per_trip": scores})
 
 
 def global_memory(feat, rec, backend: str = "classical", P=PARAMS) -> Score:
