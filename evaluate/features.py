@@ -121,7 +121,7 @@ def open_record(folder: Path) -> RecordView:
 
     folder = Path(folder)
     meta = read_meta(folder)
-    if meta is None:
+    if not isinstance(meta, dict):
         raise FeatureError(f"{folder.name}: no readable meta.json")
     video = folder / "video.mp4"
     if not video.is_file():
@@ -131,15 +131,39 @@ def open_record(folder: Path) -> RecordView:
         poses = np.load(folder / "poses.npy", allow_pickle=False)
     except (OSError, ValueError) as e:
         raise FeatureError(f"{folder.name}: unreadable trajectory.json/poses.npy ({e})") from None
-    ach = meta.get("achieved") or {}
-    sha = (meta.get("files", {}).get("video.mp4") or {}).get("sha256")
+    if not isinstance(traj, dict) or not isinstance(traj.get("segments"), list):
+        raise FeatureError(f"{folder.name}: trajectory.json is not a worldgate trajectory (no segment list)")
+    if poses.dtype.kind != "f" or poses.ndim != 3 or poses.shape[1:] != (4, 4) or not np.isfinite(poses).all():
+        raise FeatureError(f"{folder.name}: poses.npy must be finite float (F, 4, 4) camera-to-world poses, got "
+                           f"{poses.dtype} {poses.shape}{'' if poses.dtype.kind != 'f' or np.isfinite(poses).all() else ' with NaN/inf'}")
+    try:
+        ach = meta.get("achieved") or {}
+        sha = ((meta.get("files") or {}).get("video.mp4") or {}).get("sha256")
+        width, height = int(ach.get("width", 0)), int(ach.get("height", 0))
+        fps, frames = float(ach.get("fps", traj.get("fps", 16.0))), int(ach.get("frames", 0))
+    except (AttributeError, TypeError, ValueError) as e:
+        raise FeatureError(f"{folder.name}: malformed meta.json ({type(e).__name__}: {e})") from None
+    if not (np.isfinite(fps) and fps > 0) or frames < 0 or width < 0 or height < 0:
+        raise FeatureError(f"{folder.name}: meta.json achieved values are invalid (fps={fps}, frames={frames}, "
+                           f"size={width}x{height})")
     from worldgate.generate.video import sha256_file
 
     actual = sha256_file(video)
     if sha and sha != actual:
-        meta = dict(meta, caveats=list(meta.get("caveats", [])) + ["video.mp4 changed after the record was written"])
-    return RecordView(folder, meta, traj, poses, video, int(ach.get("width", 0)), int(ach.get("height", 0)),
-                      float(ach.get("fps", traj.get("fps", 16.0))), int(ach.get("frames", 0)), actual)
+        meta = dict(meta, caveats=list(meta.get("caveats") or []) + ["video.mp4 changed after the record was written"])
+    return RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
+
+
+def _check_stream(rec: RecordView, vmeta: dict) -> None:
+    """The decoded stream must be what meta.json says was measured: a wrong-fps or resized video is an error."""
+    fps = float(vmeta.get("fps") or 0.0)
+    if rec.fps and fps and abs(fps - rec.fps) > 0.01 * rec.fps:
+        raise FeatureError(f"{rec.dir.name}: the video plays at {fps:g} fps but meta.json records {rec.fps:g} fps "
+                           f"(re-encoded or wrong-fps video?): rewrite the record or fix its achieved fps")
+    size = tuple(vmeta.get("source_size") or vmeta.get("size") or ())
+    if rec.width and rec.height and size and size != (rec.width, rec.height):
+        raise FeatureError(f"{rec.dir.name}: the video is {size[0]}x{size[1]} but meta.json records "
+                           f"{rec.width}x{rec.height}")
 
 
 def compute_features(rec: RecordView, extractors: list[Extractor], cache: FeatureCache,
@@ -169,11 +193,18 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     n = 0
     # one worker thread per extractor (OpenCV releases the GIL): each sees every frame in order, resized for itself
     workers = [_Worker(ex) for ex in todo]
+    vmeta: dict = {}
     try:
-        for i, frame in enumerate(read_frames(rec.video)):
+        for i, frame in enumerate(read_frames(rec.video, meta_out=vmeta)):
+            if i == 0:
+                _check_stream(rec, vmeta)
             for w in workers:
                 w.put(i, frame)
             n = i + 1
+    except FeatureError:
+        for w in workers:
+            w.stop()
+        raise
     except (OSError, ValueError, RuntimeError) as e:
         for w in workers:
             w.stop()

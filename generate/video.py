@@ -98,13 +98,16 @@ def probe_video(path: str | Path) -> VideoInfo:
     return VideoInfo(int(m.group(1)), int(m.group(2)), fps, int(frames), float(secs))
 
 
-def read_frames(path: str | Path, size: tuple[int, int] | None = None):
-    """Yield uint8 RGB frames (H, W, 3), optionally resized by ffmpeg to ``size`` = (width, height)."""
+def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None):
+    """Yield uint8 RGB frames (H, W, 3), optionally resized by ffmpeg to ``size`` = (width, height). ``meta_out``
+    receives the container's metadata (``fps``, ``source_size``) before the first frame is yielded."""
     import imageio_ffmpeg
 
     kw = {"output_params": ["-vf", f"scale={size[0]}:{size[1]}:flags=area"]} if size else {}
     gen = imageio_ffmpeg.read_frames(str(path), pix_fmt="rgb24", **kw)
     meta = gen.__next__()
+    if meta_out is not None:
+        meta_out.update(meta)
     w, h = size if size else meta["size"]
     for buf in gen:
         yield np.frombuffer(buf, np.uint8).reshape(h, w, 3)

@@ -247,16 +247,21 @@ class Trajectory:
     def from_dict(cls, d: dict) -> "Trajectory":
         segs = d.get("segments")
         if segs is None:
-            if "text" not in d:
-                raise TrajectoryError(f"trajectory dict needs 'segments' or 'text', got keys {sorted(d)}")
+            if not isinstance(d.get("text"), str):
+                raise TrajectoryError(f"trajectory dict needs 'segments' (a list) or 'text' (a string), "
+                                      f"got keys {sorted(map(str, d))}")
             segs = parse_segments(d["text"])
-        return cls(
-            [Segment.from_dict(s) if isinstance(s, dict) else s for s in segs],
-            speed=float(d.get("speed_mps", DEFAULT_SPEED_MPS)),
-            yaw_rate=float(d.get("yaw_dps", DEFAULT_YAW_DPS)),
-            pitch_rate=float(d.get("pitch_dps", DEFAULT_PITCH_DPS)),
-            name=d.get("name"),
-        )
+        if not isinstance(segs, list) or not all(isinstance(s, (dict, Segment)) for s in segs):
+            raise TrajectoryError(f"trajectory 'segments' must be a list of {{'move', 'look', 'seconds'}} objects")
+        name = d.get("name")
+        try:
+            rates = {k: float(d.get(key, default)) for k, key, default in (
+                ("speed", "speed_mps", DEFAULT_SPEED_MPS), ("yaw_rate", "yaw_dps", DEFAULT_YAW_DPS),
+                ("pitch_rate", "pitch_dps", DEFAULT_PITCH_DPS))}
+        except (TypeError, ValueError) as e:
+            raise TrajectoryError(f"trajectory speeds must be numbers ({e})") from None
+        return cls([Segment.from_dict(s) if isinstance(s, dict) else s for s in segs], **rates,
+                   name=name if isinstance(name, str) else None)
 
     def with_seconds(self, seconds: float) -> "Trajectory":
         """The same actions with every non-hold segment lasting ``seconds`` (for quick runs and tests)."""

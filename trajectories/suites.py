@@ -93,12 +93,33 @@ class Case:
             traj = library.resolve(d["trajectory"])
         except TrajectoryError as e:
             raise SuiteError(f"case {d.get('id')!r}: {e}") from None
-        size = d.get("image_size")
+        cid = d.get("id")
+
+        def want(key, types, what):
+            v = d.get(key)
+            if v is not None and not isinstance(v, types):
+                raise SuiteError(f"case {cid!r}: {key!r} must be {what}, got {type(v).__name__} {v!r:.60}")
+            return v
+
+        want("prompt", str, "a string")
+        want("prompt_source", str, "a string")
+        want("image", str, "a path string")
+        want("scene", dict, "an object (e.g. {\"seed\": 3})")
+        want("tags", dict, "an object")
+        want("view", str, "'first' or 'third'")
+        want("suite", str, "a string")
+        size = want("image_size", (list, tuple), "[width, height]")
+        if size is not None and (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                                             for v in size)):
+            raise SuiteError(f"case {cid!r}: image_size must be [width, height] in pixels, got {size!r}")
+        k = want("intrinsics", (list, tuple), "[fx, fy, cx, cy]")
+        if k is not None and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in k):
+            raise SuiteError(f"case {cid!r}: intrinsics must be 4 numbers [fx, fy, cx, cy], got {k!r}")
         return cls(
-            id=d["id"], suite=d.get("suite", suite), trajectory=traj, prompt=str(d.get("prompt", "")),
+            id=cid, suite=d.get("suite") or suite, trajectory=traj, prompt=d.get("prompt") or "",
             prompt_source=d.get("prompt_source"), image=d.get("image"), scene=d.get("scene"),
-            intrinsics=d.get("intrinsics"), image_size=tuple(size) if size else None, view=d.get("view", "first"),
-            tags=dict(d.get("tags", {})),
+            intrinsics=k, image_size=tuple(size) if size else None, view=d.get("view") or "first",
+            tags=dict(d.get("tags") or {}),
         )
 
 
