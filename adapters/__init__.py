@@ -23,6 +23,8 @@ MODELS: dict[str, str] = {
     "engine-flicker": "worldgate.adapters.engine.faults:FlickerEngine",
     "engine-forget": "worldgate.adapters.engine.faults:ForgetEngine",
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
+    # memory-limited Engine: reproduces only what its context (a policy's selection of chunks) showed
+    "engine-memory": "worldgate.adapters.engine.memory:MemoryEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",

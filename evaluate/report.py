@@ -215,13 +215,14 @@ def plot_revisit_decay(runs, path: Path) -> bool:
 def context_points(r) -> dict | None:
     """(policy, budget, revisit memory, wall time) of a run written with a context policy."""
     cfg = (r["results"].get("config") or {}).get("run_config") or {}
-    pol = cfg.get("context") or (cfg.get("model_args") or {}).get("context")
-    if not pol:
+    ctx = cfg.get("context")
+    if not ctx:
         return None
+    pol, budget = ctx.get("name"), ctx.get("budget")
     secs = [(s.get("timing") or {}).get("rollout_s") for s in r["samples"]]
     secs = [x for x in secs if x is not None]
     mem = _mean(r, "revisit_memory")
-    return {"policy": pol, "budget": cfg.get("budget"), "memory": mem, "seconds": float(np.sum(secs)) if secs else None}
+    return {"policy": pol, "budget": budget, "memory": mem, "seconds": float(np.sum(secs)) if secs else None}
 
 
 def plot_context(runs, path: Path) -> bool:

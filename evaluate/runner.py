@@ -97,6 +97,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
                 "video_sha256": rec.content_hash,
                 "tags": rec.meta.get("case", {}).get("tags", {}),
                 "adapter": rec.meta.get("adapter", {}).get("name"),
+                "timing": rec.meta.get("timing"),
+                "context": rec.meta.get("context"),
                 "scores": {k: s.value for k, s in scores.items()},
                 "unavailable": {k: s.reason for k, s in scores.items() if s.value is None},
                 "detail": {k: s.detail for k, s in scores.items() if s.detail},

@@ -187,7 +187,11 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
             writer.write(frames)
             n += len(frames)
             if chunk.context_ids is not None:
-                context_rows.append({"chunk_start": chunk.start, "frames": len(frames), "context": list(chunk.context_ids)})
+                row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": len(frames),
+                       "context": [int(c) for c in chunk.context_ids]}
+                if "kv_bytes" in chunk.extra:
+                    row["kv_bytes"] = int(chunk.extra["kv_bytes"])
+                context_rows.append(row)
         if writer is None:
             raise RuntimeError(f"{adapter.name}: rollout produced no frames for case {case.id}")
         writer.close()
@@ -210,6 +214,7 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
             caveats.append(f"achieved {achieved.width}x{achieved.height}, requested {plan.width}x{plan.height}")
         meta = _base_meta("rollout", case, adapter, plan, seed, config)
         meta.update({
+            "context": context.describe() if context is not None else None,
             "achieved": achieved.to_dict(),
             "caveats": caveats,
             "timing": {"rollout_s": rollout_s, "total_s": time.perf_counter() - t0},

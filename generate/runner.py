@@ -73,12 +73,13 @@ def build_config(model: str, suite: str, model_args: dict, suite_args: dict, see
 def run_generate(model: str, suite: str, out: str | Path | None = None, *, data: str | None = None,
                  limit: int | None = None, seed: int = 0, dry_run: bool = False, overrides: list[str] | None = None,
                  model_args: dict | None = None, full: bool = False, device: str = "cpu",
-                 shard: tuple[int, int] | None = None, progress: bool = True) -> GenerateResult:
+                 shard: tuple[int, int] | None = None, progress: bool = True, context: str | None = None,
+                 budget: int | None = None) -> GenerateResult:
     from worldgate.adapters import get_adapter
     from worldgate.trajectories.suites import load_suite
 
     ov = parse_overrides(overrides)
-    unknown = set(ov) - {"model", "suite", "trajectory"}
+    unknown = set(ov) - {"model", "suite", "trajectory", "context"}
     margs = dict(model_args or {})
     for k in sorted(unknown):  # bare key=value are model args (e.g. width=128)
         margs[k] = ov.pop(k)
@@ -88,6 +89,18 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
         sargs["full"] = True
     traj_seconds = (ov.get("trajectory") or {}).get("seconds")
     adapter = get_adapter(model, **margs)  # unknown model -> did-you-mean, before anything is written
+    policy = None
+    if context is not None or ov.get("context"):
+        from .context import make_policy
+
+        policy = make_policy(context or "full_kv", budget, **(ov.get("context") or {}))
+        if policy.name not in adapter.info.context_policies:
+            from worldgate.adapters import AdapterError
+
+            have = ", ".join(adapter.info.context_policies) or "none"
+            raise AdapterError(f"{model} cannot apply context policy {policy.name!r} (it supports: {have})")
+    elif budget is not None:
+        raise ValueError("--budget needs --context full_kv|sliding_window|fov")
     cases = load_suite(suite, data=data, **sargs)
     if shard is None:
         from worldgate.dist import rank_world
@@ -103,6 +116,7 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     out.mkdir(parents=True, exist_ok=True)
     result = GenerateResult(out=out)
     config = build_config(model, suite, margs, sargs, seed, dry_run, limit, traj_seconds, data)
+    config["context"] = policy.describe() if policy is not None else None
     run_json = out / "run.json"
     if not run_json.exists():  # several processes may race here: write whole, rename into place
         tmp = out / f".run.json.{os.getpid()}"
@@ -129,7 +143,7 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                 if not loaded:
                     adapter.load(device=device)
                     loaded = True
-                write_rollout(out, case, adapter, plan, seed, config)
+                write_rollout(out, case, adapter, plan, seed, config, context=policy)
             result.done.append(case.id)
             _log_job(out, case.id, "ok", time.perf_counter() - t0)
         except KeyboardInterrupt:

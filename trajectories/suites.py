@@ -255,7 +255,34 @@ def manifest_suite(path: str | Path | None = None, data: str | Path | None = Non
     return cases
 
 
+WORLDMEMBENCH_FAMILIES = ("human", "object", "environment", "dynamic")
+WORLDMEMBENCH_TRAJECTORIES = ("LR", "LRLR", "LRLRLR", "LRUD", "FRBL")
+
+
+def worldmembench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:
+    """WorldMemBench-style memory cases on Engine scenes: families Human, Object, Environment, Dynamic (scene
+    events that progress while out of view) x rotation loops LR, LRLR, LRLRLR, LRUD and the FRBL square.
+    Default: one scene per (family, trajectory), 20 cases; ``full``: 5 scenes each (100). Every Engine scene puts
+    people, objects and events in the opening view (phase V), so each family has a target to remember."""
+    cases = []
+    for fi, fam in enumerate(WORLDMEMBENCH_FAMILIES):
+        for ti, tname in enumerate(WORLDMEMBENCH_TRAJECTORIES):
+            for rep in range(5 if full else 1):
+                scene_seed = int(seed) * 1000 + 700 + 50 * fi + 10 * ti + rep
+                traj = library.get(tname)
+                cases.append(Case(
+                    id=f"{fam}-{tname}-{rep:02d}", suite="worldmembench-engine", trajectory=traj,
+                    prompt=f"First-person view. A procedural voxel town (Engine scene {scene_seed}).",
+                    prompt_source=f"engine:scene-{scene_seed}",
+                    scene={"seed": scene_seed, "palette": "realistic" if rep % 2 == 0 else "stylised"},
+                    intrinsics=engine_intrinsics(), image_size=ENGINE_IMAGE_SIZE, view="first",
+                    tags={"family": fam, "trajectory": tname, "rep": rep,
+                          "axis": "cross" if tname == "LRUD" else "translation" if tname == "FRBL" else "yaw"}))
+    return cases
+
+
 SUITES: dict[str, Callable[..., list[Case]]] = {
+    "worldmembench-engine": worldmembench_engine_suite,
     "worldmark": worldmark_suite,
     "worldmark-engine": worldmark_engine_suite,
     "manifest": manifest_suite,
@@ -264,6 +291,7 @@ SUITE_HELP = {
     "worldmark": "WorldMark's official arena_inputs (500 cases; needs --data DIR)",
     "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
     "manifest": "user cases from a .json/.jsonl file (--data FILE)",
+    "worldmembench-engine": "WorldMemBench families x LR/LRLR/LRLRLR/LRUD/FRBL on Engine scenes (20; full=true 100)",
 }
 
 

@@ -18,6 +18,10 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="write each case's native inputs, render nothing")
     p.add_argument("--model-args", help="comma-separated key=value for the adapter, e.g. repo=PATH,width=128")
     p.add_argument("--device", default="cpu", help="device for real models (cpu, cuda, cuda:1)")
+    p.add_argument("--context", choices=["full_kv", "sliding_window", "fov"],
+                   help="context policy for chunked models (context.K=V sets fov_h, fov_v, points, radius, gate, "
+                        "recent, sink, seed)")
+    p.add_argument("--budget", type=int, help="chunks held in context (with --context; default unlimited)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="overrides: model.K=V (or bare K=V) for the adapter, suite.K=V, trajectory.seconds=S "
@@ -29,7 +33,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
     res = run_generate(a.model, a.suite, a.out, data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run,
                        overrides=a.overrides, model_args=parse_model_args(a.model_args), full=a.full,
-                       device=a.device, progress=not a.no_progress)
+                       device=a.device, progress=not a.no_progress, context=a.context, budget=a.budget)
     what = "planned" if a.dry_run else "generated"
     print(f"{what} {len(res.done)}, skipped {len(res.skipped)} complete, failed {len(res.failed)} -> {res.out}")
     for cid, err in res.failed.items():
@@ -124,6 +128,17 @@ def cmd_validate(a: argparse.Namespace) -> int:
     return 0 if all(c["ok"] for c in res["checks"]) else 1
 
 
+def cmd_compare_context(a: argparse.Namespace) -> int:
+    from worldgate.experiments import compare_context
+
+    pols = [p.strip() for p in a.policies.split(",") if p.strip()]
+    r = compare_context(a.model, a.suite, pols, a.budget, a.out, data=a.data, limit=a.limit, overrides=a.overrides,
+                        seed=a.seed, full=a.full)
+    print(r["markdown"])
+    print(f"wrote {r['out'] / 'compare.md'}, compare.json and context.png")
+    return 0
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -179,6 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(fn=cmd_validate)
+    cc = sub.add_parser("compare-context", help="one model and suite under several context policies at one budget")
+    cc.add_argument("--model", default="engine-memory")
+    cc.add_argument("--suite", default="worldmembench-engine")
+    cc.add_argument("--data")
+    cc.add_argument("--policies", default="full_kv,sliding_window,fov")
+    cc.add_argument("--budget", type=int, help="chunks held in context (default unlimited)")
+    cc.add_argument("--limit", type=int)
+    cc.add_argument("--full", action="store_true")
+    cc.add_argument("--seed", type=int, default=0)
+    cc.add_argument("--out", default="runs/compare-context")
+    cc.add_argument("overrides", nargs="*", metavar="key=value")
+    cc.set_defaults(fn=cmd_compare_context)
     rp = sub.add_parser("report", help="leaderboard tables, plots and an HTML viewer for scored runs")
     rp.add_argument("runs", nargs="+", help="run folders scored by `evaluate`")
     rp.add_argument("--out", required=True, help="report folder")

@@ -182,17 +182,34 @@ class EngineAdapter(Adapter):
     def post_frame(self, i: int, rgb: np.ndarray) -> np.ndarray:
         return rgb
 
+    # chunk hooks (engine-memory): what the model holds in context while it generates a chunk
+    def begin_rollout(self, plan: NativeInputs, c2w: np.ndarray, world, context) -> None:
+        if context is not None and context.name not in self.info.context_policies:
+            raise AdapterError(f"{self.info.name} has no context cache to apply policy {context.name!r} to; "
+                               f"models that do: engine-memory and adapters listing it in `worldgate list models`")
+
+    def begin_chunk(self, index: int, start: int, stop: int) -> None:
+        pass
+
+    def end_frame(self, i: int, rgb: np.ndarray, ids: np.ndarray) -> None:
+        pass
+
+    def end_chunk(self, index: int, frames: np.ndarray) -> tuple[list[int] | None, dict]:
+        return None, {}
+
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0, with_gt: bool = False) -> Iterator[Chunk]:
         self._compile_once()
         self.seed = int(seed)
         c2w = self.render_poses(plan)
         world = self.world_for(plan, None if c2w is plan.arrays["c2w"] else _keepout(c2w))
+        self.begin_rollout(plan, c2w, world, context)
         k, times = plan.arrays["intrinsics"], plan.arrays["times"]
         third = plan.extra.get("view") == "third"
         walked = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(c2w[:, :3, 3], axis=0), axis=1))])
         ids = None
-        for start in range(0, plan.n_frames, self.chunk):
+        for index, start in enumerate(range(0, plan.n_frames, self.chunk)):
             stop = min(start + self.chunk, plan.n_frames)
+            self.begin_chunk(index, start, stop)
             frames = np.empty((stop - start, self.height, self.width, 3), np.uint8)
             depths, idss = [], []
             for i in range(start, stop):
@@ -200,11 +217,13 @@ class EngineAdapter(Adapter):
                 rgb, depth, ids = self.render(world, c2w[i], k, t, third, walked[i] / 0.7,
                                               self.frame_tint(world, i, t, ids))
                 frames[i - start] = self.post_frame(i, rgb)
+                self.end_frame(i, frames[i - start], ids)
                 if with_gt:
                     depths.append(depth)
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
-            yield Chunk(start=start, frames=frames, extra=extra)
+            ctx, cextra = self.end_chunk(index, frames)
+            yield Chunk(start=start, frames=frames, context_ids=ctx, extra={**extra, **cextra})
 
 
 def _keepout(c2w: np.ndarray) -> np.ndarray:
