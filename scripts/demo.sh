@@ -7,4 +7,6 @@ bash scripts/setup.sh
 OUT=${OUT:-runs/engine-worldmark}
 .venv/bin/worldgate generate --model engine --suite worldmark-engine --out "$OUT" "$@"
 .venv/bin/worldgate evaluate "$OUT"
-echo "records in $OUT (video.mp4, poses.npy, trajectory.json, native/, meta.json); scores in $OUT/results.json"
+.venv/bin/worldgate report "$OUT" --out "$OUT-report"
+echo "records in $OUT (video.mp4, poses.npy, trajectory.json, native/, meta.json); scores in $OUT/results.json;"
+echo "tables, plots and the side-by-side viewer in $OUT-report/ (open index.html)"

@@ -28,9 +28,11 @@ def runs(tmp_path_factory):
             {"id": "wr", "trajectory": "worldmark:9", "scene": {"seed": 23}, "view": "third"}]
     m.write_text("\n".join(json.dumps(r) for r in rows))
     out = []
-    for model in ("engine", "engine-flipyaw", "engine-blur"):
+    for model in ("engine", "engine-flipyaw", "engine-blur", "engine-memory"):
         d = root / model
-        assert run_generate(model, str(m), d, overrides=QUICK, progress=False).exit_code == 0
+        ctx = {"context": "sliding_window", "budget": 2} if model == "engine-memory" else {}
+        assert run_generate(model, str(m), d, overrides=QUICK + ["model.chunk=8"] * bool(ctx), progress=False,
+                            **ctx).exit_code == 0
         evaluate_run(d, progress=False)
         out.append(d)
     return out
@@ -70,7 +72,7 @@ def test_tables_match_results_and_mark_ranks(runs, tmp_path):
     assert line["engine"].split("|")[col].strip().startswith("**")
     assert "WorldMemBench — camera following" in (out / "worldmembench.md").read_text()
     assert "no run has any of these metrics" in (out / "multiworldbench.md").read_text()
-    for png in ("profile.png", "distributions.png"):
+    for png in ("profile.png", "distributions.png", "context.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "index.html").read_text()
     data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
@@ -124,7 +126,7 @@ def test_html_page_in_headless_chromium(runs, tmp_path):
         while time.time() - t0 < 20 and not all(v[0] >= 2 for v in d.execute_script(js)):
             time.sleep(0.2)
         vids = d.execute_script(js)
-        assert len(vids) == 3 and all(v[0] >= 2 for v in vids), vids  # all three models' videos loaded
+        assert len(vids) == 4 and all(v[0] >= 2 for v in vids), vids  # every model's video loaded
         d.find_element("id", "play").click()
         time.sleep(1.5)
         vids = d.execute_script(js)
