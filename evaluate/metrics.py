@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 PARAMS: dict[str, float] = {
+    # WorldMemBench static memory: normalised cross-correlation below which a revisit has no valid observation
+    "memory_min_match": 0.35,
     # shared
     "smooth_s": 0.3,  # speed smoothing window
     # motion stability
@@ -86,6 +88,14 @@ _info("imaging_quality", "Imaging Quality", "WorldMemBench", "0-1", needs=("qual
 _info("aesthetic_quality", "Aesthetic Quality", "WorldMemBench", "0-1", needs=("quality",))
 _info("camera_rpe_trans", "Camera following: translation RPE", "WorldMemBench", ">=0", higher=False, needs=("poses",))
 _info("camera_rpe_rot", "Camera following: rotation RPE", "WorldMemBench", ">=0", higher=False, needs=("poses",))
+# WorldMemBench static memory (evaluate/memory.py): fixed reference from phase V, every revisit R_k counts
+_info("human_identity", "Human Identity", "WorldMemBench", "0-1", needs=("faces",))
+_info("human_appearance", "Human Appearance", "WorldMemBench", "0-1", needs=("targets", "poses"))
+_info("object_appearance", "Object Appearance", "WorldMemBench", "0-1", needs=("targets", "poses"))
+_info("object_geometry", "Object Geometry", "WorldMemBench", "0-1", needs=("targets", "poses"))
+_info("environment_visible", "Environment Visible", "WorldMemBench", "0-1", needs=("appearance", "poses"))
+_info("depth_spearman", "Environment Depth Spearman", "WorldMemBench", "0-1", needs=("depth maps",))
+_info("spherical_reconstruction", "Environment Spherical Reconstruction", "WorldMemBench", "0-1", needs=("depth maps",))
 
 WORLDMARK_COLUMNS = [m for m in METRIC_INFO if METRIC_INFO[m]["benchmark"] == "WorldMark"]
 
@@ -547,6 +557,10 @@ def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = 
         out.update(quality_scores(feat, rec, backend, P))
     if "poses" in feat:
         out.update(camera_following(feat, rec, P))
+    if "targets" in feat and "appearance" in feat:
+        from .memory import static_memory_scores
+
+        out.update(static_memory_scores(feat, rec, backend, P))
     for mid in METRIC_INFO:
         if mid not in out:
             out[mid] = na(UNAVAILABLE.get(backend, {}).get(mid, f"features {METRIC_INFO[mid]['needs']} not computed"))

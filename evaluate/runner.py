@@ -28,7 +28,9 @@ def extractors_for(backend: str):
     from .classical import CLASSICAL
 
     if backend == "classical":
-        return [cls() for cls in CLASSICAL.values()]
+        from .memory import TargetExtractor
+
+        return [cls() for cls in CLASSICAL.values()] + [TargetExtractor()]
     from .learned import learned_extractors  # noqa: F401  (raises a clear error when not installed)
 
     return learned_extractors()
@@ -110,6 +112,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             row["error"] = f"{type(e).__name__}: {e}"
         samples.append(row)
     results = aggregate(samples, metrics)
+    from .memory import analyses
+
+    results["analyses"] = analyses([s for s in samples if "error" not in s])
     results.update({
         "run": str(run),
         "config": {"backend": backend, "metrics": sorted(metrics) if metrics else "all", "rescore": rescore,

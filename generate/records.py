@@ -7,6 +7,7 @@ A record folder holds::
     poses.npy          commanded camera-to-world poses (F, 4, 4), OpenCV axes, at the produced video's frame times
     trajectory.json    segments and phases with their frame ranges in the produced video
     context.jsonl      (chunked models with a context policy) the chunk ids held in context for every chunk
+    targets.npz        (when the case has targets) masks of the targets in the conditioning frame, their kinds
     native/            the exact native inputs of the model (plan.json, npz/npy/json/txt as its entry point reads)
     meta.json          requested vs achieved (measured from the file) size/fps/frames, seed, adapter, prompt
                        source, intrinsics regime and transform, git hash, resolved config; written last
@@ -186,6 +187,8 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
                 raise RuntimeError(f"{adapter.name}: chunk starts at frame {chunk.start}, expected {n}")
             writer.write(frames)
             n += len(frames)
+            for name, content in (chunk.extra.get("files") or {}).items():  # e.g. targets.npz of the first frame
+                _write_record_file(rec.path(name), name, content)
             if chunk.context_ids is not None:
                 row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": len(frames),
                        "context": [int(c) for c in chunk.context_ids]}
@@ -228,6 +231,15 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
             pass
         rec.abort()
         raise
+
+
+def _write_record_file(path: Path, name: str, content) -> None:
+    from worldgate.adapters.base import _file_bytes
+
+    if path.name in ("video.mp4", "meta.json", "poses.npy", "trajectory.json") or ".." in Path(name).parts:
+        raise ValueError(f"an adapter may not write record file {name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_file_bytes(name, content))
 
 
 def write_plan(run_dir: Path, case, adapter, plan, seed: int, config: dict) -> Path:

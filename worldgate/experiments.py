@@ -13,7 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-MEMORY_METRICS = ("revisit_memory", "local_memory", "global_memory")
+MEMORY_METRICS = ("revisit_memory", "local_memory", "global_memory", "human_appearance", "object_appearance",
+                  "object_geometry", "environment_visible")
 
 
 class _PeakRSS:
@@ -97,18 +98,21 @@ def _fmt(v, p=1):
 
 
 def _table(model, suite, budget, rows) -> str:
-    cols = ["policy", "revisit memory", "local memory", "global memory", "revisit decay R1..Rk",
-            "rollout s", "x full_kv", "peak KV MiB", "peak RSS MiB"]
+    cols = ["policy", "revisit memory", "local memory", "global memory", "human app.", "object app.", "object geom.",
+            "env. visible", "revisit decay R1..Rk", "rollout s", "x full_kv", "peak KV MiB", "peak RSS MiB"]
     lines = [f"### context policies: {model} on {suite}, budget {budget if budget else 'unlimited'} chunks", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         decay = " → ".join(_fmt(v) for v in r["decay"]) if r["decay"] else "n/a"
         lines.append("| " + " | ".join([r["policy"], _fmt(r["revisit_memory"]), _fmt(r["local_memory"]),
-                                        _fmt(r["global_memory"]), decay, _fmt(r["rollout_s"]),
+                                        _fmt(r["global_memory"]), _fmt(r["human_appearance"], 3),
+                                        _fmt(r["object_appearance"], 3), _fmt(r["object_geometry"], 3),
+                                        _fmt(r["environment_visible"], 3), decay, _fmt(r["rollout_s"]),
                                         _fmt(r["time_vs_full_kv"], 2), _fmt(r["peak_kv_mib"]),
                                         _fmt(r["peak_rss_mib"])]) + " |")
-    lines += ["", "memory metrics 0-100 (classical backend); decay = revisit memory of the k-th round trip, mean over "
-                  "cases; rollout s = the model's generation time summed over cases", ""]
+    lines += ["", "WorldMark memory metrics 0-100, WorldMemBench static memory 0-1 (classical backend); decay = revisit "
+                  "memory of the k-th round trip, mean over cases; rollout s = the model's generation time summed over "
+                  "cases", ""]
     return "\n".join(lines)
 
 

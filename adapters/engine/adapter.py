@@ -142,11 +142,13 @@ class EngineAdapter(Adapter):
         scene = plan.extra["scene"]
         eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
         keepout = plan.arrays["keepout_xz"] if keepout is None else keepout
-        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes())
+        events = bool(scene.get("events", True))
+        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes(), events)
         if key not in self._worlds:
             self._worlds.clear()  # one world at a time: a case resets all state
             self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"), keepout,
-                                            eye_height=eye, duration_hint=float(plan.extra.get("duration_s", 20.0)))
+                                            eye_height=eye, duration_hint=float(plan.extra.get("duration_s", 20.0)),
+                                            events=events)
         return self._worlds[key]
 
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
@@ -181,6 +183,36 @@ class EngineAdapter(Adapter):
 
     def post_frame(self, i: int, rgb: np.ndarray) -> np.ndarray:
         return rgb
+
+    TARGET_KINDS = ("human", "object", "event")
+    TARGET_MIN_AREA = 0.004  # share of the frame a target must cover in the conditioning frame
+    TARGETS_PER_KIND = 2
+
+    def target_masks(self, world, ids: np.ndarray) -> dict:
+        """WorldMemBench-style targets: masks of the largest people, objects and event entities visible in the
+        conditioning frame (frame 0), as a benchmark gives them with its conditioning image. Evaluation finds them
+        again at revisits from the video alone."""
+        H, W = ids.shape
+        masks, kinds, names, iids = [], [], [], []
+        for kind in self.TARGET_KINDS:
+            cands = []
+            for e in world.entities:
+                if e.kind != kind:
+                    continue
+                m = ids == e.iid
+                area = int(m.sum())
+                ys, xs = np.nonzero(m)
+                if area < self.TARGET_MIN_AREA * H * W or xs.min() == 0 or ys.min() == 0 or \
+                        xs.max() == W - 1 or ys.max() == H - 1:  # cut by the frame edge: not a whole target
+                    continue
+                cands.append((area, e.iid, e.name, m))
+            for area, iid, name, m in sorted(cands, key=lambda c: (-c[0], c[1]))[: self.TARGETS_PER_KIND]:
+                masks.append(m)
+                kinds.append(kind)
+                names.append(name)
+                iids.append(iid)
+        return {"masks": np.asarray(masks, bool).reshape(-1, H, W), "kinds": np.asarray(kinds, dtype="U8"),
+                "names": np.asarray(names, dtype="U32"), "frame": np.asarray(0)}
 
     # chunk hooks (engine-memory): what the model holds in context while it generates a chunk
     def begin_rollout(self, plan: NativeInputs, c2w: np.ndarray, world, context) -> None:
@@ -217,11 +249,15 @@ class EngineAdapter(Adapter):
                 rgb, depth, ids = self.render(world, c2w[i], k, t, third, walked[i] / 0.7,
                                               self.frame_tint(world, i, t, ids))
                 frames[i - start] = self.post_frame(i, rgb)
+                if i == 0:
+                    self._first_ids = ids.copy()
                 self.end_frame(i, frames[i - start], ids)
                 if with_gt:
                     depths.append(depth)
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
+            if index == 0:
+                extra["files"] = {"targets.npz": self.target_masks(world, self._first_ids)}
             ctx, cextra = self.end_chunk(index, frames)
             yield Chunk(start=start, frames=frames, context_ids=ctx, extra={**extra, **cextra})
 

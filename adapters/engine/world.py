@@ -388,7 +388,8 @@ def _events(b: _Builder, spots: list[tuple[int, int]], duration_hint: float):
 
 
 def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | None = None,
-                eye_height: float = 1.6, duration_hint: float = 20.0, clearance_m: float = 1.5) -> World:
+                eye_height: float = 1.6, duration_hint: float = 20.0, clearance_m: float = 1.5,
+                events: bool = True) -> World:
     """Build a world; ``keepout_xz`` are (N, 2) world (X, Z) metres the camera passes through."""
     b = _Builder(int(seed), palette, keepout_xz, eye_height)
     rng = b.rng
@@ -411,7 +412,8 @@ def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | 
         _human(b, x0, z0, facing_x=bool(rng.random() < 0.3))
     for i, (x0, z0) in enumerate(anchors[3:6]):
         _object(b, x0, z0, ["crate", "barrel", "bench"][i % 3])
-    _events(b, anchors[6:9], duration_hint)
+    if events:  # scenes for static memory leave them out: a growing pillar may hide a target at its revisit
+        _events(b, anchors[6:9], duration_hint)
 
     def scatter(n, w, d, fn, tries=60):
         for _ in range(n):

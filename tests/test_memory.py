@@ -1,0 +1,95 @@
+"""WorldMemBench static memory: pure pieces (silhouettes, colour descriptors, orientation chaining, analyses) and the
+end-to-end check that Engine GT scores high while engine-memory with a tiny context forgets its targets."""
+
+import json
+
+import numpy as np
+import pytest
+
+from worldgate.evaluate.memory import analyses, canonical, iou, masked_embedding, orientations
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.runner import run_generate
+from worldgate.trajectories.suites import load_suite
+
+
+def test_canonical_silhouettes_ignore_position_and_scale():
+    a = np.zeros((100, 100), bool)
+    a[10:30, 40:50] = True  # 20 x 10
+    b = np.zeros((100, 100), bool)
+    b[50:90, 5:25] = True  # 40 x 20: the same shape, twice the size, elsewhere
+    assert iou(canonical(a), canonical(b)) == pytest.approx(1.0)
+    c = np.zeros((100, 100), bool)
+    c[10:30, 40:80] = True  # 20 x 40: another shape
+    assert iou(canonical(a), canonical(c)) == pytest.approx(1 / 3, abs=0.01)  # 46x23 vs 23x46 on the canvas
+    assert iou(canonical(np.zeros((8, 8), bool)), canonical(a)) == 0.0
+
+
+def test_masked_colour_descriptor():
+    rng = np.random.default_rng(0)
+    img = np.zeros((64, 64, 3), np.uint8)
+    img[...] = (40, 160, 40)
+    img[20:40, 20:30] = (200, 40, 40) + rng.integers(0, 20, (20, 10, 3))
+    m = np.zeros((64, 64), bool)
+    m[20:40, 20:30] = True
+    e = masked_embedding(img, m)
+    assert np.linalg.norm(e) == pytest.approx(1.0, abs=1e-5)
+    moved = np.roll(np.roll(img, 7, 0), -5, 1)
+    assert float(e @ masked_embedding(moved, np.roll(np.roll(m, 7, 0), -5, 1))) == pytest.approx(1.0, abs=1e-6)
+    recoloured = img[..., ::-1].copy()  # the target comes back blue
+    assert float(e @ masked_embedding(recoloured, m)) < 0.3
+
+
+def test_orientations_chain_pair_rotations():
+    th = np.radians(3.0)
+    Ry = np.array([[np.cos(th), 0, np.sin(th)], [0, 1, 0], [-np.sin(th), 0, np.cos(th)]])
+    n = 12  # frames; pairs j -> j + 2 for even j, odd rows are skipped
+    R = [Ry.T if j % 2 == 0 else np.eye(3) for j in range(n - 2)]  # x_b = R x_a: the camera turns by +3 deg
+    valid = [j % 2 == 0 for j in range(n - 2)]
+    O = orientations({"poses": {"R": np.array(R), "valid": np.array(valid), "gap": np.asarray(2)}}, n)
+    yaw = np.degrees(np.arctan2(O[:, 0, 2], O[:, 2, 2]))
+    np.testing.assert_allclose(yaw, [0, 0, 3, 3, 6, 6, 9, 9, 12, 12, 15, 15], atol=1e-9)
+    valid = [False] * (n - 2)
+    assert orientations({"poses": {"R": np.array(R), "valid": np.array(valid), "gap": np.asarray(2)}}, n) is None
+
+
+def test_analyses():
+    def s(traj, per, revs=None):
+        d = {"object_appearance": {"per_revisit": per}}
+        if revs:
+            d["environment_visible"] = {"per_revisit": per, "revisits": revs}
+        return {"tags": {"trajectory": traj}, "detail": d}
+
+    r = [{"departure_deg": 90.0, "return_err_deg": e} for e in (2.0, 20.0, 40.0)]
+    out = analyses([s("LRLRLR", [0.9, 0.8, 0.6], r), s("LRLRLR", [0.7, 0.6, 0.5]), s("LRUD", [0.9, 0.5]),
+                    s("LRLR", [0.9, 0.8])])
+    assert out["decay_LRLRLR"] == pytest.approx([0.8, 0.7, 0.55])
+    assert out["cross_axis_penalty"] == pytest.approx((0.9 - 0.5) - (0.9 - 0.8))
+    q = out["return_qualified"]
+    assert q["return_within_30deg"] == {"n": 2, "environment_visible": pytest.approx(0.85)}
+    assert q["return_within_5deg"] == {"n": 1, "environment_visible": pytest.approx(0.9)}
+
+
+@pytest.fixture(scope="module")
+def memory_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wmb")
+    case = next(c for c in load_suite("worldmembench-engine") if c.id == "human-LRLR-00")
+    m = root / "cases.jsonl"
+    m.write_text(json.dumps(case.to_dict()) + "\n")
+    size = ["model.width=160", "model.height=160"]
+    gt, mem = root / "gt", root / "mem"
+    assert run_generate("engine", str(m), gt, overrides=size, progress=False).exit_code == 0
+    assert run_generate("engine-memory", str(m), mem, overrides=size + ["context.sink=false"], progress=False,
+                        context="sliding_window", budget=1).exit_code == 0
+    return evaluate_run(gt, progress=False), evaluate_run(mem, progress=False)
+
+
+def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
+    gt, mem = memory_runs
+    g, m = gt["metrics"], mem["metrics"]
+    assert g["human_appearance"]["mean"] > 0.9 and g["object_appearance"]["mean"] > 0.9
+    assert g["environment_visible"]["mean"] > 0.95
+    assert m["human_appearance"]["mean"] < g["human_appearance"]["mean"] - 0.3  # re-invented people
+    assert m["object_appearance"]["mean"] < g["object_appearance"]["mean"] - 0.3
+    assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.02
+    assert g["human_identity"]["mean"] is None and any("ArcFace" in r for r in g["human_identity"]["unavailable"])
+    assert "analyses" in gt and "return_qualified" in gt["analyses"]
