@@ -23,6 +23,8 @@ MODELS: dict[str, str] = {
     "engine-flicker": "worldgate.adapters.engine.faults:FlickerEngine",
     "engine-forget": "worldgate.adapters.engine.faults:ForgetEngine",
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
+    "engine-freeze": "worldgate.adapters.engine.faults:FreezeEngine",
+    "engine-reset": "worldgate.adapters.engine.faults:ResetEngine",
     # memory-limited Engine: reproduces only what its context (a policy's selection of chunks) showed
     "engine-memory": "worldgate.adapters.engine.memory:MemoryEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)

@@ -275,7 +275,7 @@ def worldmembench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[C
                     prompt=f"First-person view. A procedural voxel town (Engine scene {scene_seed}).",
                     prompt_source=f"engine:scene-{scene_seed}",
                     scene={"seed": scene_seed, "palette": "realistic" if rep % 2 == 0 else "stylised",
-                           "events": fam == "dynamic"},
+                           "events": fam == "dynamic", **({"event_s": 8.0} if fam == "dynamic" else {})},
                     intrinsics=engine_intrinsics(), image_size=ENGINE_IMAGE_SIZE, view="first",
                     tags={"family": fam, "trajectory": tname, "rep": rep,
                           "axis": "cross" if tname == "LRUD" else "translation" if tname == "FRBL" else "yaw"}))

@@ -143,12 +143,13 @@ class EngineAdapter(Adapter):
         eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
         keepout = plan.arrays["keepout_xz"] if keepout is None else keepout
         events = bool(scene.get("events", True))
-        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes(), events)
+        event_s = scene.get("event_s")
+        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes(), events, event_s)
         if key not in self._worlds:
             self._worlds.clear()  # one world at a time: a case resets all state
             self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"), keepout,
                                             eye_height=eye, duration_hint=float(plan.extra.get("duration_s", 20.0)),
-                                            events=events)
+                                            events=events, event_s=None if event_s is None else float(event_s))
         return self._worlds[key]
 
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
@@ -161,7 +162,7 @@ class EngineAdapter(Adapter):
         rgb = np.empty((H, W, 3), np.uint8)
         depth = np.empty((H, W), np.float32)
         ids = np.empty((H, W), np.int32)
-        state, event_tint = world.state_at(t)
+        state, event_tint = self.event_state(world, t)
         tint = event_tint if tint is None else tint * event_tint
         X, Y, Z = c2w[:3, 3]
         ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
@@ -172,6 +173,10 @@ class EngineAdapter(Adapter):
         if with_avatar:
             _draw_avatar(rgb, depth, ids, walk_phase)
         return rgb, depth, ids
+
+    def event_state(self, world, t: float):
+        """Per-instance (state, tint) of the scene's events at time t (Engine GT: the world's own clock)."""
+        return world.state_at(t)
 
     # hooks for Engine variants (faults, memory-limited engines): what is rendered may differ from what was asked
     def render_poses(self, plan: NativeInputs) -> np.ndarray:
@@ -257,9 +262,64 @@ class EngineAdapter(Adapter):
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
             if index == 0:
-                extra["files"] = {"targets.npz": self.target_masks(world, self._first_ids)}
+                targets = self.target_masks(world, self._first_ids)
+                extra["files"] = {"targets.npz": targets}
+                dyn = dynamic_questions(world, targets, plan)
+                if dyn["events"]:
+                    extra["files"]["dynamic.json"] = dyn
             ctx, cextra = self.end_chunk(index, frames)
             yield Chunk(start=start, frames=frames, context_ids=ctx, extra={**extra, **cextra})
+
+
+EVENT_WORDS = {  # what a judge is told about each Engine event, and its final state
+    "grow": ("the thin tower that grows upward", "grown to its full height"),
+    "vanish": ("the wall that disappears from the top down", "disappeared completely"),
+    "recolor": ("the lamp whose light changes colour", "turned blue"),
+}
+
+
+def dynamic_questions(world, targets: dict, plan: NativeInputs) -> dict:
+    """WorldMemBench-style dynamic memory items for the event targets of the conditioning frame: a start gate and 8
+    binary questions (2 each: return progress, persistence/reset, final state, causal/physical consistency) whose
+    reference answers are frozen from the world's own event schedule and the commanded phases."""
+    from worldgate.trajectories.core import Trajectory
+
+    traj = Trajectory.from_dict(plan.extra["trajectory"])
+    phases = traj.phases()
+    t_v = next((p.end_s for p in phases if p.name == "V"), 0.0)
+    rets = [p.end_s for p in phases if p.name.startswith("R")]
+    t_end = traj.duration
+    by_iid = {e.iid: e for e in world.events}
+    ent = {e.name: e for e in world.entities}
+    items = []
+    for u, (kind, name) in enumerate(zip(targets["kinds"], targets["names"])):
+        e = ent.get(str(name))
+        if str(kind) != "event" or e is None or e.iid not in by_iid or not rets:
+            continue
+        ev = by_iid[e.iid]
+        thing, final = EVENT_WORDS[ev.kind]
+        p = ev.progress
+        q = [
+            ("return_progress", f"At the first return to the starting view, has {thing} changed compared with the "
+                                f"first frame?", p(rets[0]) > 0.1),
+            ("return_progress", f"Has {thing} changed further between the end of the initial hold and the first "
+                                f"return?", p(rets[0]) - p(t_v) > 0.1),
+            ("persistence", f"At the first return, does {thing} look exactly as it did in the first frame (as if "
+                            f"it had been reset)?", p(rets[0]) < 0.05),
+            ("persistence", f"At a later return, is {thing} less changed than at an earlier return?", False),
+            ("final_state", f"In the last frame, is {thing} still changed compared with the first frame?",
+             p(t_end) > 0.1),
+            ("final_state", f"In the last frame, has {thing} {final}?", p(t_end) >= 0.999),
+            ("causal", f"Does {thing} change gradually, without jumping between consecutive views of it?", True),
+            ("causal", f"Does anything else in the starting view change together with {thing}?", False),
+        ]
+        items.append({"target": u, "name": str(name), "kind": ev.kind, "t_start": ev.t_start, "t_end": ev.t_end,
+                      "gate": {"text": f"During the initial hold (before the camera moves), does {thing} visibly "
+                                       f"start to change?", "answer": bool(p(t_v) > 0.05)},
+                      "questions": [{"id": i + 1, "category": c, "text": txt, "answer": bool(a)}
+                                    for i, (c, txt, a) in enumerate(q)]})
+    return {"events": items, "phases": [{"name": ph.name, "frames": list(ph.frame_range(plan.fps, plan.n_frames))}
+                                        for ph in phases], "fps": plan.fps}
 
 
 def _keepout(c2w: np.ndarray) -> np.ndarray:

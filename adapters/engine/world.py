@@ -358,14 +358,19 @@ def _human(b: _Builder, x0, z0, facing_x: bool):
                              {"shirt": shirt, "pants": pants}))
 
 
-def _events(b: _Builder, spots: list[tuple[int, int]], duration_hint: float):
-    """A growing tower, a vanishing wall and a lamp that changes colour, near the start view."""
+def _events(b: _Builder, spots: list[tuple[int, int]], duration_hint: float, event_s: float | None = None):
+    """A growing tower, a vanishing wall and a lamp that changes colour, near the start view. ``event_s`` (dynamic
+    memory scenes): each starts within the first 0.8 s — visibly during the initial hold — and lasts that long."""
     kinds = ["grow", "vanish", "recolor"]
     for (x0, z0), kind in zip(spots, kinds):
         iid = b.new_id()
         gh = int(b.ground_height[x0 % NX, z0 % NZ])
-        t0 = float(b.rng.uniform(0.5, 1.5))
-        t1 = t0 + max(2.0, 0.5 * duration_hint)
+        u = float(b.rng.uniform(0.5, 1.5))
+        if event_s is None:
+            t0, t1 = u, u + max(2.0, 0.5 * duration_hint)
+        else:
+            t0 = 0.3 + 0.5 * (u - 0.5)
+            t1 = t0 + float(event_s)
         if kind == "grow":
             for lv in range(10):
                 b.put(np.array([x0, x0 + 1, x0, x0 + 1]), gh + lv, np.array([z0, z0, z0 + 1, z0 + 1]), M_PAINT1, iid, level=lv + 1)
@@ -389,7 +394,7 @@ def _events(b: _Builder, spots: list[tuple[int, int]], duration_hint: float):
 
 def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | None = None,
                 eye_height: float = 1.6, duration_hint: float = 20.0, clearance_m: float = 1.5,
-                events: bool = True) -> World:
+                events: bool = True, event_s: float | None = None) -> World:
     """Build a world; ``keepout_xz`` are (N, 2) world (X, Z) metres the camera passes through."""
     b = _Builder(int(seed), palette, keepout_xz, eye_height)
     rng = b.rng
@@ -413,7 +418,7 @@ def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | 
     for i, (x0, z0) in enumerate(anchors[3:6]):
         _object(b, x0, z0, ["crate", "barrel", "bench"][i % 3])
     if events:  # scenes for static memory leave them out: a growing pillar may hide a target at its revisit
-        _events(b, anchors[6:9], duration_hint)
+        _events(b, anchors[6:9], duration_hint, event_s)
 
     def scatter(n, w, d, fn, tries=60):
         for _ in range(n):
