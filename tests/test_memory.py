@@ -93,3 +93,32 @@ def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
     assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.02
     assert g["human_identity"]["mean"] is None and any("ArcFace" in r for r in g["human_identity"]["unavailable"])
     assert "analyses" in gt and "return_qualified" in gt["analyses"]
+
+
+def test_user_targets_follow_the_models_aspect_policy(tmp_path):
+    from PIL import Image
+
+    from worldgate.generate.records import case_targets, transform_mask
+    from worldgate.trajectories.suites import SuiteError, manifest_suite
+
+    m = np.zeros((100, 200), bool)  # a 2:1 image, target in its left quarter
+    m[40:60, 10:50] = True
+    assert transform_mask(m, "stretch", (50, 50))[21:29, 3:12].all()  # rows halve, columns quarter
+    crop = transform_mask(m, "crop", (50, 50))  # centre crop keeps columns 50..150: the target is cut away
+    assert not crop.any()
+    pad = transform_mask(m, "pad", (50, 50))  # letterbox: the image fills rows 12..37
+    assert pad[23:27, 3:12].all() and not pad[:12].any()
+    Image.fromarray((m * 255).astype(np.uint8)).save(tmp_path / "mask.png")
+    rows = [{"id": "c1", "trajectory": "LR", "image": "img.jpg",
+             "targets": [{"name": "cup", "kind": "object", "mask": "mask.png"}],
+             "dynamic": {"gate": {"text": "g?", "answer": True},
+                         "questions": [{"category": "c", "text": f"q{i}?", "answer": i % 2 == 0} for i in range(8)]}}]
+    (tmp_path / "cases.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (case,) = manifest_suite(tmp_path / "cases.jsonl")
+    assert case.targets[0]["mask"] == str(tmp_path / "mask.png")  # relative to the manifest
+    t = case_targets(case, "stretch", (40, 20))
+    assert t["masks"].shape == (1, 20, 40) and list(t["kinds"]) == ["object"] and list(t["names"]) == ["cup"]
+    bad = dict(rows[0], id="c2", targets=[{"kind": "cat", "mask": "mask.png"}])
+    (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(SuiteError, match="each target needs 'kind'"):
+        manifest_suite(tmp_path / "bad.jsonl")

@@ -55,6 +55,10 @@ class Case:
     image_size: tuple[int, int] | None = None  # (width, height) of the original image
     view: str = "first"  # "first" | "third"
     tags: dict[str, Any] = field(default_factory=dict)
+    # WorldMemBench-style targets: [{"name", "kind": human|object|event, "mask": PNG path in the image's pixels}]
+    targets: list[dict] | None = None
+    # dynamic-memory item: {"gate": {"text", "answer"}, "questions": [{"category", "text", "answer"} x 8], "target"}
+    dynamic: dict | None = None
 
     def __post_init__(self):
         check_case_id(self.id)
@@ -79,7 +83,8 @@ class Case:
             "id": self.id, "suite": self.suite, "trajectory": self.trajectory.to_dict(), "prompt": self.prompt,
             "prompt_source": self.prompt_source, "image": self.image, "scene": self.scene,
             "intrinsics": self.intrinsics, "image_size": list(self.image_size) if self.image_size else None,
-            "view": self.view, "tags": self.tags,
+            "view": self.view, "tags": self.tags, **({"targets": self.targets} if self.targets else {}),
+            **({"dynamic": self.dynamic} if self.dynamic else {}),
         }
 
     @classmethod
@@ -106,6 +111,20 @@ class Case:
         want("image", str, "a path string")
         want("scene", dict, "an object (e.g. {\"seed\": 3})")
         want("tags", dict, "an object")
+        targets = want("targets", list, "a list of {name, kind, mask}")
+        for t in targets or []:
+            if not isinstance(t, dict) or not isinstance(t.get("mask"), str) or \
+                    t.get("kind") not in ("human", "object", "event") or not isinstance(t.get("name", ""), str):
+                raise SuiteError(f"case {cid!r}: each target needs 'kind' (human, object or event), 'mask' (a PNG "
+                                 f"path) and optionally 'name', got {t!r:.80}")
+        dyn = want("dynamic", dict, "an object {gate, questions}")
+        if dyn is not None:
+            qs = dyn.get("questions")
+            if not isinstance(dyn.get("gate"), dict) or not isinstance(qs, list) or len(qs) != 8 or not all(
+                    isinstance(q, dict) and isinstance(q.get("text"), str) and isinstance(q.get("answer"), bool)
+                    for q in qs):
+                raise SuiteError(f"case {cid!r}: 'dynamic' needs a 'gate' {{text, answer}} and 8 'questions' "
+                                 f"{{category, text, answer (true/false)}}")
         want("view", str, "'first' or 'third'")
         want("suite", str, "a string")
         size = want("image_size", (list, tuple), "[width, height]")
@@ -119,7 +138,7 @@ class Case:
             id=cid, suite=d.get("suite") or suite, trajectory=traj, prompt=d.get("prompt") or "",
             prompt_source=d.get("prompt_source"), image=d.get("image"), scene=d.get("scene"),
             intrinsics=k, image_size=tuple(size) if size else None, view=d.get("view") or "first",
-            tags=dict(d.get("tags") or {}),
+            tags=dict(d.get("tags") or {}), targets=targets, dynamic=dyn,
         )
 
 
@@ -249,9 +268,12 @@ def manifest_suite(path: str | Path | None = None, data: str | Path | None = Non
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise SuiteError(f"manifest {path}: duplicate case ids {dup[:5]}")
-    for c in cases:  # relative image paths are relative to the manifest
+    for c in cases:  # relative image and mask paths are relative to the manifest
         if c.image and not Path(c.image).is_absolute():
             c.image = str((path.parent / c.image).resolve())
+        for t in c.targets or []:
+            if not Path(t["mask"]).is_absolute():
+                t["mask"] = str((path.parent / t["mask"]).resolve())
     return cases
 
 
