@@ -104,7 +104,11 @@ def integrate(keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class DreamXWorld(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/AMAP-ML/DreamX-World", entry="inference_ar_forcing.py", hf_id="GD-ML/DreamX-World-5B")
+    repo_spec = RepoSpec(
+        clone="https://github.com/AMAP-ML/DreamX-World",
+        entry="inference_ar_forcing.py",
+        hf_id="GD-ML/DreamX-World-5B",
+    )
     info = AdapterInfo(
         name="dreamx-world", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: write_video(fps=args.fps), --fps 16 (inference_ar_forcing.py:158, 330; "

@@ -73,7 +73,11 @@ def evoke_crop_resize(K: np.ndarray, h_org: int, w_org: int, h_t: int = H, w_t: 
 
 
 class Evoke(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/AlayaLab/Evoke", entry="scripts/inference/infer_post_distill.sh", hf_id="AlayaLab/Evoke")
+    repo_spec = RepoSpec(
+        clone="https://github.com/AlayaLab/Evoke",
+        entry="scripts/inference/infer_post_distill.sh",
+        hf_id="AlayaLab/Evoke",
+    )
     info = AdapterInfo(
         name="evoke", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: --fps 24 (infer_single.py:150; infer_post_distill.sh:138); pose target fps hard-coded 24 "

@@ -74,7 +74,11 @@ def local_c2w(key: str, value: float, frac: float) -> np.ndarray:
 
 
 class HYGameCraft(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/Tencent-Hunyuan/Hunyuan-GameCraft-1.0", entry="hymm_sp/sample_batch.py", hf_id="tencent/Hunyuan-GameCraft-1.0")
+    repo_spec = RepoSpec(
+        clone="https://github.com/Tencent-Hunyuan/Hunyuan-GameCraft-1.0",
+        entry="hymm_sp/sample_batch.py",
+        hf_id="tencent/Hunyuan-GameCraft-1.0",
+    )
     info = AdapterInfo(
         name="hy-gamecraft", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: save_videos_grid(fps=24) (hymm_sp/sample_batch.py:294); README '25FPS' is not written",

@@ -88,7 +88,11 @@ def action_labels(c2w: np.ndarray) -> np.ndarray:
 
 
 class HYWorldPlay(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/Tencent-Hunyuan/HY-WorldPlay", entry="hyvideo/generate.py", hf_id="tencent/HY-WorldPlay")
+    repo_spec = RepoSpec(
+        clone="https://github.com/Tencent-Hunyuan/HY-WorldPlay",
+        entry="hyvideo/generate.py",
+        hf_id="tencent/HY-WorldPlay",
+    )
     info = AdapterInfo(
         name="hy-worldplay", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: imageio.mimwrite(fps=24) (hyvideo/generate.py:292); README '24 FPS'",

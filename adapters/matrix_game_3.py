@@ -134,7 +134,13 @@ def center_crop_box(w0: int, h0: int) -> tuple[int, int, int, int]:
 
 
 class MatrixGame3(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-3/)", entry="generate.py", hf_id="Skywork/Matrix-Game-3.0", patches={"generate.py": "--actions"}, patch_doc="docs/probes/matrix-game-3.md (the patch adds --actions NPZ: get_data returns its keyboard/mouse arrays)")
+    repo_spec = RepoSpec(
+        clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-3/)",
+        entry="generate.py",
+        hf_id="Skywork/Matrix-Game-3.0",
+        patches={"generate.py": "--actions"},
+        patch_doc="docs/probes/matrix-game-3.md (the patch adds --actions NPZ: get_data returns its keyboard/mouse arrays)",
+    )
     info = AdapterInfo(
         name="matrix-game-3", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: export_to_video(fps=17) (utils/visualize.py:167); config sample_fps=16 is unused; "

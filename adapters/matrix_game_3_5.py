@@ -64,7 +64,11 @@ def crop_resize(w0: int, h0: int) -> dict:
 
 
 class MatrixGame35(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/Riemann-Dynamics/Matrix-Game-3.5", entry="infer_distilled.py", hf_id="RiemannDynamics/Matrix-Game-3.5-Distilled")
+    repo_spec = RepoSpec(
+        clone="https://github.com/Riemann-Dynamics/Matrix-Game-3.5",
+        entry="infer_distilled.py",
+        hf_id="RiemannDynamics/Matrix-Game-3.5-Distilled",
+    )
     info = AdapterInfo(
         name="matrix-game-3.5", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: _write_video(fps=16) (examples/wanvideo/pipeline/mosaic/video_io.py:5; "

@@ -85,7 +85,11 @@ def chunks_for(seconds: float) -> int:
 
 
 class Yume(Adapter):
-    repo_spec = RepoSpec(clone="https://github.com/stdstu12/YUME", entry="fastvideo/sample/sample_5b.py", hf_id="stdstu123/Yume-5B-720P")
+    repo_spec = RepoSpec(
+        clone="https://github.com/stdstu12/YUME",
+        entry="fastvideo/sample/sample_5b.py",
+        hf_id="stdstu123/Yume-5B-720P",
+    )
     info = AdapterInfo(
         name="yume", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: export_to_video(fps=16) (sample_5b.py:1080); wan_ti2v_5B sample_fps=24 is not used",
