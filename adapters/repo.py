@@ -41,7 +41,7 @@ class RepoSpec:
 
 
 def _fetch_hint(spec: RepoSpec) -> str:
-    return f"huggingface-cli download {spec.hf_id} --local-dir WEIGHTS"
+    return f"hf download {spec.hf_id} --local-dir WEIGHTS"
 
 
 def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:

@@ -213,7 +213,7 @@ class SanaWM(Adapter):
             where = f"the folder {path!r}" if path else f"the local Hugging Face cache ({model_id})"
             raise AdapterError(
                 f"sana-wm: no SANA-WM weights in {where} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). "
-                f"Fetch them with: huggingface-cli download {model_id}  (or: hf download {model_id}), or pass "
+                f"Fetch them with: hf download {model_id} (huggingface_hub >= 1; older: huggingface-cli download), or pass "
                 f"path=DIR to a SanaWMPipeline.save_pretrained folder. worldgate never downloads weights itself."
             ) from None
         self.pipe.to(device)

@@ -52,24 +52,23 @@ def sampled_frames(n: int, stride: int = STRIDE) -> list[int]:
     return sorted(set(range(0, n, stride)) | {n - 1})
 
 
-_YES = re.compile(r"^\W*(yes|y|true|1)\b", re.I)
-_NO = re.compile(r"^\W*(no|n|false|0)\b", re.I)
+_LEAD = re.compile(r"^\W*(yes|no|true|false|1|0)\b", re.I)
+_STATED = re.compile(r"\banswer\s*(?:is|:)?\s*[\"']?(yes|no)\b", re.I)
 
 
 def parse_yes_no(text: str | None) -> bool | None:
-    """Robust binary answer parsing: a leading yes/no (true/false, 1/0), or the only one of the two words present;
-    both words, or neither, is unparseable (None)."""
+    """Robust binary answer parsing: the answer's first word (yes/no, true/false, 1/0) or an explicit "answer: yes"
+    / "the answer is no". Anything else — both words, a stray "yes" inside other text, nothing — is unparseable
+    (None): counted, never guessed."""
     if text is None:
         return None
     t = str(text).strip()
-    words = set(re.findall(r"\b(yes|no)\b", t.lower()))
-    if len(words) == 2:  # "yes or no": ambiguous
+    if len(set(re.findall(r"\b(yes|no)\b", t.lower()))) == 2:  # "yes or no": ambiguous
         return None
-    if _YES.match(t):
-        return True
-    if _NO.match(t):
-        return False
-    return (words == {"yes"}) if len(words) == 1 else None
+    m = _LEAD.match(t) or _STATED.search(t)
+    if not m:
+        return None
+    return m.group(1).lower() in ("yes", "true", "1")
 
 
 # ------------------------------------------------------------------------------------------- measured judge
@@ -207,18 +206,21 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
                                                        "last": r_last}}
 
 
-def score_items(gate: bool | None, answers: list[bool | None], item: dict) -> dict:
-    """Gated protocol: gate closed (or unanswerable) -> all 8 score 0; else 1 per answer that matches the frozen
-    reference. Unparseable answers are counted and leave their item unscored."""
+def score_items(gate: bool | None, answers: list[bool | None], item: dict, asked: bool = True) -> dict:
+    """Gated protocol: gate closed -> all 8 score 0; gate open -> 1 per answer matching the frozen reference.
+    An unparseable gate leaves the whole item unavailable; unparseable answers leave their question unscored. Both
+    are counted (``unparsed``), never guessed. ``asked``: whether the 8 questions were put at all."""
     refs = [q["answer"] for q in item["questions"]]
-    unparsed = sum(a is None for a in answers)
+    if gate is None:
+        return {"gate": None, "per_question": [None] * len(refs), "overall": None,
+                "unparsed": 1 + (sum(a is None for a in answers) if asked else 0)}
     if not gate:
-        per = [0.0] * len(refs)
-        return {"gate": bool(gate), "per_question": per, "overall": 0.0, "unparsed": unparsed}
+        return {"gate": False, "per_question": [0.0] * len(refs), "overall": 0.0,
+                "unparsed": sum(a is None for a in answers) if asked else 0}
     per = [None if a is None else float(a == r) for a, r in zip(answers, refs)]
     vals = [p for p in per if p is not None]
     return {"gate": True, "per_question": per, "overall": float(np.mean(vals)) if vals else None,
-            "unparsed": unparsed}
+            "unparsed": sum(a is None for a in answers)}
 
 
 def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
@@ -248,12 +250,13 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
         results.append({**score_items(m["gate"], m["answers"], item), "name": item["name"],
                         "curve_at": m["curve_at"]})
     overall = [r["overall"] for r in results if r["overall"] is not None]
-    gates = [r["gate"] for r in results]
+    gates = [r["gate"] for r in results if r["gate"] is not None]
     cond = [r["overall"] for r in results if r["gate"] and r["overall"] is not None]
     detail = {"judge": "measured", "items": results}
     out = {
         "dynamic_score": Score(float(np.mean(overall)), detail=detail) if overall else na("no answerable item"),
-        "dynamic_p_start": Score(float(np.mean(gates)), detail={"judge": "measured"}),
+        "dynamic_p_start": Score(float(np.mean(gates)), detail={"judge": "measured"}) if gates
+        else na("no item's start could be judged"),
         "dynamic_conditional": Score(float(np.mean(cond)), detail={"judge": "measured"}) if cond
         else na("no item passed the start gate"),
     }
@@ -301,7 +304,7 @@ class VLMJudge:
                 self.model = AutoModelForImageTextToText.from_pretrained(model_id, local_files_only=True).to(device)
             except (OSError, ValueError) as e:
                 raise RuntimeError(f"VLM judge {model_id!r} is not in the Hugging Face cache: fetch it with "
-                                   f"`huggingface-cli download {model_id}` on a connected machine ({e})") from None
+                                   f"`hf download {model_id}` on a connected machine ({e})") from None
         self.model.eval()
 
     def ask(self, frames: list[np.ndarray], prompt: str) -> str:
@@ -325,5 +328,5 @@ class VLMJudge:
             gate = parse_yes_no(self.ask(frames, build_prompt(item["gate"]["text"], dyn["phases"], idx, fps)))
             answers = [parse_yes_no(self.ask(frames, build_prompt(q["text"], dyn["phases"], idx, fps)))
                        for q in item["questions"]] if gate else [None] * len(item["questions"])
-            out.append({**score_items(gate, answers, item), "name": item["name"], "judge": "vlm"})
+            out.append({**score_items(gate, answers, item, asked=bool(gate)), "name": item["name"], "judge": "vlm"})
         return out

@@ -52,7 +52,7 @@ def _load(kind: str, hf_id: str, loader):
     except (OSError, ValueError) as e:
         raise FeatureError(
             f"cannot load the {kind} model {hf_id!r} ({type(e).__name__}: {str(e).splitlines()[0][:160]}). Fetch it on "
-            f"a machine with network access (`huggingface-cli download {hf_id}`) and point HF_HOME at that cache, "
+            f"a machine with network access (`hf download {hf_id}`) and point HF_HOME at that cache, "
             f"or use --backend classical"
         ) from None
 

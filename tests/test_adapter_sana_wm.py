@@ -291,9 +291,9 @@ def test_rollout_refuses_an_image_of_another_size(tiny, image_case):
 
 
 def test_missing_weights_name_the_hf_id_and_never_download():
-    with pytest.raises(AdapterError, match="huggingface-cli download worldgate-test/absent-model"):
+    with pytest.raises(AdapterError, match="hf download worldgate-test/absent-model"):
         get_adapter("sana-wm", model_id="worldgate-test/absent-model").load("cpu")  # local_files_only: no network
-    with pytest.raises(AdapterError, match=f"huggingface-cli download {MODEL_ID}") as e:
+    with pytest.raises(AdapterError, match=f"hf download {MODEL_ID}") as e:
         get_adapter("sana-wm", path="/nonexistent/sana-wm").load("cpu")
     assert "/nonexistent/sana-wm" in str(e.value)
 

@@ -13,8 +13,9 @@ from worldgate.trajectories.suites import load_suite
 
 
 @pytest.mark.parametrize("text,want", [("Yes", True), (" yes.", True), ("No, it did not", False), ("TRUE", True),
-                                       ("0", False), ("The answer is yes", True), ("yes or no", None), ("", None),
-                                       ("maybe", None), (None, None)])
+                                       ("0", False), ("The answer is yes", True), ("Answer: no", False),
+                                       ("yes or no", None), ("", None), ("maybe", None), (None, None),
+                                       ("nuserframes yes", None)])
 def test_parse_yes_no(text, want):
     assert parse_yes_no(text) is want
 
@@ -31,6 +32,10 @@ ITEM = {"questions": [{"answer": a} for a in (True, True, False, False, True, Tr
 def test_gate_closed_scores_zero_and_unparsed_is_counted():
     s = score_items(False, [True] * 8, ITEM)
     assert s["overall"] == 0.0 and s["per_question"] == [0.0] * 8
+    s = score_items(False, [None] * 8, ITEM, asked=False)  # a clean "no" gate: nothing else was asked
+    assert s["unparsed"] == 0 and s["overall"] == 0.0
+    s = score_items(None, [None] * 8, ITEM, asked=False)  # the gate answer itself could not be parsed
+    assert s["overall"] is None and s["unparsed"] == 1
     s = score_items(True, [True, True, False, None, True, False, True, False], ITEM)
     assert s["unparsed"] == 1 and s["per_question"][3] is None
     assert s["overall"] == pytest.approx(6 / 7)  # 7 answered, 6 match the frozen references

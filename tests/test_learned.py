@@ -101,5 +101,5 @@ def test_parallax_split_from_depth_recovers_translation_share():
 
 def test_missing_weights_name_the_model_and_the_fix():
     ex = LearnedAppearance(hf_id="facebook/dinov2-base")
-    with pytest.raises(FeatureError, match="huggingface-cli download facebook/dinov2-base"):
+    with pytest.raises(FeatureError, match="hf download facebook/dinov2-base"):
         ex._model()

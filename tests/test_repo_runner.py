@@ -53,7 +53,7 @@ def test_missing_pieces_name_the_fix(checkout, tmp_path):
         get_adapter("matrix-game-2").load()
     with pytest.raises(AdapterError, match="does not exist"):
         get_adapter("matrix-game-2", repo=str(tmp_path / "nope"), ckpt=str(ckpt)).load()
-    with pytest.raises(AdapterError, match="weights not found.*huggingface-cli download Skywork/Matrix-Game-2.0"):
+    with pytest.raises(AdapterError, match="weights not found.*hf download Skywork/Matrix-Game-2.0"):
         get_adapter("matrix-game-2", repo=str(repo), ckpt=str(tmp_path / "none")).load()
     (repo / "inference.py").write_text("print('unpatched')\n")
     with pytest.raises(AdapterError, match="patch is not applied"):
