@@ -103,3 +103,27 @@ def test_missing_weights_name_the_model_and_the_fix():
     ex = LearnedAppearance(hf_id="facebook/dinov2-base")
     with pytest.raises(FeatureError, match="hf download facebook/dinov2-base"):
         ex._model()
+
+
+def test_musiq_imaging_through_pyiqa():
+    """MUSIQ-SPAQ (pyiqa, optional: PolyForm-NC, installed --no-deps by .ci/run) on the real LearnedQuality path,
+    built without its checkpoint: the imaging row is the metric's own output on the frame, rescaled 0..100 -> 0..1."""
+    pyiqa = pytest.importorskip("pyiqa")
+    torch.manual_seed(0)
+    musiq = pyiqa.create_metric("musiq-spaq", device="cpu", pretrained=False)
+    _, _, clip, head = tiny_models()
+    ex = LearnedQuality(clip=clip, head=head, imaging=musiq)
+
+    class Rec:
+        pass
+
+    ex.start(Rec())
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, (64, 96, 3), dtype=np.uint8) for _ in range(5)]
+    for i, f in enumerate(frames):
+        ex.update(i, f)
+    out = ex.finish()
+    assert list(out["frame"]) == [0, 4] and np.isfinite(out["imaging"]).all()
+    with torch.inference_mode():
+        want = float(musiq(torch.from_numpy(frames[4].astype(np.float32) / 255.0).permute(2, 0, 1)[None])) / 100.0
+    assert out["imaging"][1] == pytest.approx(want, rel=1e-5)
