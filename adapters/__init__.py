@@ -27,6 +27,9 @@ MODELS: dict[str, str] = {
     "engine-reset": "worldgate.adapters.engine.faults:ResetEngine",
     # memory-limited Engine: reproduces only what its context (a policy's selection of chunks) showed
     "engine-memory": "worldgate.adapters.engine.memory:MemoryEngine",
+    # two-player Engine (MultiWorldBench Engine GT) and its single-player baseline (private world per view)
+    "engine-2p": "worldgate.adapters.engine.twoplayer:TwoPlayerEngine",
+    "engine-2p-independent": "worldgate.adapters.engine.twoplayer:IndependentTwoPlayerEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",

@@ -77,7 +77,7 @@ class EventExtractor(Extractor):
     frame 0 by phase correlation (a shift of more than a third of the frame means the region is out of view: NaN)."""
 
     name = "events"
-    version = "3"
+    version = "4"
     backend = "classical"
     max_side = 192
 
@@ -133,7 +133,8 @@ class EventExtractor(Extractor):
         self.shift.append((dx, dy))
         row = []
         for x0, y0, x1, y1 in self.boxes:
-            sx0, sy0, sx1, sy1 = int(round(x0 + dx)), int(round(y0 + dy)), int(round(x1 + dx)), int(round(y1 + dy))
+            sx0, sy0 = int(round(x0 + dx)), int(round(y0 + dy))
+            sx1, sy1 = sx0 + (x1 - x0), sy0 + (y1 - y0)
             if abs(dx) > W / 3 or abs(dy) > H / 3 or sx0 < 0 or sy0 < 0 or sx1 > W or sy1 > H:
                 row.append(np.nan)
                 continue

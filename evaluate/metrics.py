@@ -96,6 +96,37 @@ _info("object_geometry", "Object Geometry", "WorldMemBench", "0-1", needs=("targ
 _info("environment_visible", "Environment Visible", "WorldMemBench", "0-1", needs=("appearance", "poses"))
 _info("depth_spearman", "Environment Depth Spearman", "WorldMemBench", "0-1", needs=("depth maps",))
 _info("spherical_reconstruction", "Environment Spherical Reconstruction", "WorldMemBench", "0-1", needs=("depth maps",))
+# WorldMemBench dynamic memory (evaluate/judge.py): gated 8-question protocol; measured probe or a VLM judge
+_info("dynamic_score", "Dynamic Memory", "WorldMemBench", "0-1", needs=("events",))
+_info("dynamic_p_start", "Dynamic Memory: p_start", "WorldMemBench", "0-1", needs=("events",))
+_info("dynamic_conditional", "Dynamic Memory: conditional", "WorldMemBench", "0-1", needs=("events",))
+# MultiWorldBench: the ten capabilities of two-view records (scored by evaluate/multiworld.py; its thresholds below)
+for _m, _n in (("control_isolation", "Control Isolation"), ("coordination_fairness", "Coordination Fairness"),
+               ("cross_view_motion", "Cross-View Motion"), ("state_synchronization", "State Synchronization"),
+               ("state_persistence", "State Persistence"), ("structural_consistency", "Structural Consistency"),
+               ("spatial_reasoning", "Spatial Reasoning"), ("race_condition_consistency", "Race-Condition Consistency"),
+               ("style_consistency", "Style Consistency"), ("id_consistency", "ID Consistency")):
+    _info(_m, _n, "MultiWorldBench", needs=("two-view record",))
+PARAMS.update({
+    "mwb_chroma_tol": 0.06,  # a pixel belongs to a material / the cross / an avatar within this chromaticity distance
+    "mwb_dark": 0.12,  # pixels darker than this (mean channel, 0..1) are never classified
+    "mwb_min_px": 6,  # fewer expected pixels: not observable in that view
+    "mwb_min_struct_px": 20,
+    "mwb_present_frac": 0.5,  # share of a cell's pixels in block materials that makes the block present
+    "mwb_cross_frac": 0.2,  # share of the marked footprint showing the cross after a destroy
+    "mwb_iou": 0.5,  # structure silhouette IoU with the reference
+    "mwb_material_agree": 0.6,  # share of the structure's pixels in the expected material
+    "mwb_id_iou": 0.6,  # landmark silhouette IoU between the first and the returning view
+    "mwb_avatar_frac": 0.3,  # share of the expected avatar pixels that must show the avatar's colour
+    "mwb_motion_tol": 0.4,  # avatar displacement error / expected displacement
+    "mwb_size_tol": 1.3,  # avatar apparent-size ratio tolerance (motion along the line of sight)
+    "mwb_rot_floor_deg": 10.0,  # path-length floors of the pose errors
+    "mwb_trans_floor_m": 0.5,
+    "mwb_depth_scale_m": 6.0,  # metres per unit of the classical chain when the commanded path has no translation
+    "mwb_pose_valid_frac": 0.5,  # share of frame pairs the pose estimate must track (eligibility)
+    "mwb_actor_dir": 0.5,  # WorldMark direction of the actor's own flow that shows it moved as commanded
+    "mwb_actor_min_flow": 0.5,  # ... with at least this mean flow (pixels of a 640-wide frame)
+})
 
 WORLDMARK_COLUMNS = [m for m in METRIC_INFO if METRIC_INFO[m]["benchmark"] == "WorldMark"]
 
@@ -557,12 +588,16 @@ def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = 
         out.update(quality_scores(feat, rec, backend, P))
     if "poses" in feat:
         out.update(camera_following(feat, rec, P))
+    if "events" in feat:
+        from .judge import dynamic_scores
+
+        out.update(dynamic_scores(feat, rec, rec.get("dir"), P))
     if "targets" in feat and "appearance" in feat:
         from .memory import static_memory_scores
 
         out.update(static_memory_scores(feat, rec, backend, P))
     for mid in METRIC_INFO:
-        if mid not in out:
+        if mid not in out and "two-view record" not in METRIC_INFO[mid]["needs"]:  # (MultiWorldBench: 2-view)
             out[mid] = na(UNAVAILABLE.get(backend, {}).get(mid, f"features {METRIC_INFO[mid]['needs']} not computed"))
     if wanted:
         out = {k: v for k, v in out.items() if k in wanted}

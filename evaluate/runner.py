@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import multiworld
 from .features import FeatureCache, FeatureError, compute_features, open_record
 from .metrics import METRIC_INFO, PARAMS, score_record
 
@@ -28,9 +29,10 @@ def extractors_for(backend: str):
     from .classical import CLASSICAL
 
     if backend == "classical":
+        from .judge import EventExtractor
         from .memory import TargetExtractor
 
-        return [cls() for cls in CLASSICAL.values()] + [TargetExtractor()]
+        return [cls() for cls in CLASSICAL.values()] + [TargetExtractor(), EventExtractor()]
     from .learned import learned_extractors  # noqa: F401  (raises a clear error when not installed)
 
     return learned_extractors()
@@ -48,7 +50,7 @@ def record_folders(run: Path) -> list[Path]:
             if (p / "video.mp4").exists():
                 out.append(p)  # a record with a video but broken metadata: report it, do not skip it silently
             continue
-        if meta.get("kind") == "rollout":
+        if meta.get("kind") in ("rollout", "rollout-2p"):  # rollout-2p: MultiWorldBench two-view records
             out.append(p)
     return out
 
@@ -87,13 +89,17 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
 
         items = tqdm(folders, desc=f"evaluate {run.name}", unit="record")
     for folder in items:
+        if multiworld.is_two_view(folder):  # two-view records (MultiWorldBench) are scored by evaluate/multiworld.py
+            samples.append(multiworld.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats))
+            continue
         row = {"case": folder.name}
         try:
             rec = open_record(folder)
             feats, st = compute_features(rec, extractors, cache, rescore=rescore)
             feat_stats["computed"] += len(st["computed"])
             feat_stats["cached"] += len(st["cached"])
-            scores = score_record(feats, {"trajectory": rec.trajectory, "fps": rec.fps, "poses": rec.poses},
+            scores = score_record(feats, {"trajectory": rec.trajectory, "fps": rec.fps, "poses": rec.poses,
+                                          "dir": rec.dir},
                                   backend, metrics, P)
             row.update({
                 "video_sha256": rec.content_hash,
@@ -127,6 +133,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
+    multiworld.finish_results(results, samples, metrics)  # MultiWorldBench capabilities, tracks and overall
     if write:
         (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
         (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
@@ -272,6 +279,9 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
     for run in runs:
         results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress))
     print(format_table(results))
+    for r in results:
+        if r.get("multiworld"):
+            print(f"{Path(r['run']).name}: {multiworld.format_tracks(r)}")
     for r in results:
         if r["errors"]:
             print(f"{Path(r['run']).name}: {len(r['errors'])} record(s) could not be scored:", file=sys.stderr)

@@ -88,11 +88,13 @@ def export_worldmark(run: str | Path, out: str | Path, tag: str | None = None, f
         if side.exists():
             shutil.rmtree(side)
         side.mkdir(parents=True)
-        for name in ("meta.json", "trajectory.json", "poses.npy", "context.jsonl"):
-            if (rec / name).exists():
-                shutil.copy2(rec / name, side / name)
-        if (rec / "native").is_dir():
-            shutil.copytree(rec / "native", side / "native")
+        for item in rec.iterdir():  # everything but the video (which is the delivery itself)
+            if item.name == "video.mp4":
+                continue
+            if item.is_dir():
+                shutil.copytree(item, side / item.name)
+            else:
+                shutil.copy2(item, side / item.name)
         traj = json.loads((rec / "trajectory.json").read_text())
         ach = meta.get("achieved") or {}
         info = (meta.get("adapter") or {}).get("info") or {}
@@ -193,11 +195,13 @@ def _import_sidecar(side: Path, video: Path, out: Path, case_id: str) -> None:
     rec = RecordWriter(out, case_id)
     try:
         shutil.copy2(video, rec.path("video.mp4"))
-        for name in ("trajectory.json", "poses.npy", "context.jsonl"):
-            if (side / name).exists():
-                shutil.copy2(side / name, rec.path(name))
-        if (side / "native").is_dir():
-            shutil.copytree(side / "native", rec.path("native"))
+        for item in side.iterdir():
+            if item.name == "meta.json":
+                continue
+            if item.is_dir():
+                shutil.copytree(item, rec.path(item.name))
+            else:
+                shutil.copy2(item, rec.path(item.name))
         for k in ("files", "complete", "record_format"):
             meta.pop(k, None)
         rec.commit(meta)

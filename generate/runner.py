@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .records import clean_stale_tmp, git_hash, is_complete, record_dir, write_plan, write_rollout
+from .twoview import is_complete_2p
 
 log = logging.getLogger("worldgate.generate")
 
@@ -127,10 +128,15 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     todo = []
     for c in cases:
         d = record_dir(out, c.id)
-        if is_complete(d, "rollout") or (dry_run and is_complete(d, "plan")):
+        if is_complete(d, "rollout") or is_complete_2p(d) or (dry_run and is_complete(d, "plan")):
             result.skipped.append(c.id)
         else:
             todo.append(c)
+    writers = (write_plan, write_rollout)
+    if getattr(adapter, "players", 1) == 2:  # two-player adapters write two-view records (generate/twoview.py)
+        from .twoview import write_plan_2p, write_rollout_2p
+
+        writers = (write_plan_2p, write_rollout_2p)
     loaded = False
     bar = _progress(todo, progress, f"{model} {'plan' if dry_run else 'rollout'}")
     for case in bar:
@@ -138,12 +144,12 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
         try:
             plan = adapter.plan(case)
             if dry_run:
-                write_plan(out, case, adapter, plan, seed, config)
+                writers[0](out, case, adapter, plan, seed, config)
             else:
                 if not loaded:
                     adapter.load(device=device)
                     loaded = True
-                write_rollout(out, case, adapter, plan, seed, config, context=policy)
+                writers[1](out, case, adapter, plan, seed, config, context=policy)
             result.done.append(case.id)
             _log_job(out, case.id, "ok", time.perf_counter() - t0)
         except KeyboardInterrupt:

@@ -54,7 +54,7 @@ def test_export_then_import_gives_identical_records(run, tmp_path):
     a, b = list_records(run), list_records(back)
     assert [p.name for p in a] == [p.name for p in b] and len(a) == 6
     for ra, rb in zip(a, b):
-        for name in ("meta.json", "trajectory.json", "video.mp4", "poses.npy", "native/plan.json"):
+        for name in ("meta.json", "trajectory.json", "video.mp4", "poses.npy", "native/plan.json", "targets.npz"):
             assert (ra / name).read_bytes() == (rb / name).read_bytes(), f"{ra.name}/{name} differs"
     # importing again skips what is there
     r = import_worldmark(dl, back)

@@ -48,7 +48,7 @@ def checkout(tmp_path):
 
 def test_missing_pieces_name_the_fix(checkout, tmp_path):
     repo, ckpt, _ = checkout
-    with pytest.raises(AdapterError, match=r"git clone https://github.com/SkyworkAI/Matrix-Game.*huggingface-cli "
+    with pytest.raises(AdapterError, match=r"git clone https://github.com/SkyworkAI/Matrix-Game.*hf "
                                            r"download Skywork/Matrix-Game-2.0"):
         get_adapter("matrix-game-2").load()
     with pytest.raises(AdapterError, match="does not exist"):

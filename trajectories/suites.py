@@ -304,8 +304,16 @@ def worldmembench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[C
     return cases
 
 
+def multiworldbench_engine_suite(**kwargs) -> list[Case]:
+    """MultiWorldBench's seven task suites on Engine scenes (two players; see trajectories/multiworld.py)."""
+    from .multiworld import multiworldbench_engine_suite as build
+
+    return build(**kwargs)
+
+
 SUITES: dict[str, Callable[..., list[Case]]] = {
     "worldmembench-engine": worldmembench_engine_suite,
+    "multiworldbench-engine": multiworldbench_engine_suite,
     "worldmark": worldmark_suite,
     "worldmark-engine": worldmark_engine_suite,
     "manifest": manifest_suite,
@@ -315,6 +323,7 @@ SUITE_HELP = {
     "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
     "manifest": "user cases from a .json/.jsonl file (--data FILE)",
     "worldmembench-engine": "WorldMemBench families x LR/LRLR/LRLRLR/LRUD/FRBL on Engine scenes (20; full=true 100)",
+    "multiworldbench-engine": "MultiWorldBench: 7 two-player task suites on Engine scenes (20; full=true 495)",
 }
 
 

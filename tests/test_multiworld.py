@@ -1,0 +1,307 @@
+"""MultiWorldBench: two-player suite, game rules, the two-player Engine, two-view records and the ten capabilities.
+
+One small run per model (96x96 frames, every task) is generated once for the module: Engine GT (``engine-2p``) must
+score high on navigation and the shared-world capabilities, the single-player baseline (``engine-2p-independent``,
+a private world per view) clearly lower on state synchronization, persistence and race-condition consistency.
+"""
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worldgate.adapters import AdapterError, get_adapter
+from worldgate.cli import main
+from worldgate.evaluate import multiworld as mw
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.runner import run_generate
+from worldgate.generate.twoview import is_complete_2p, load_record_2p, write_rollout_2p
+from worldgate.generate.video import read_frames
+from worldgate.trajectories import multiworld as T
+from worldgate.trajectories.suites import load_suite
+
+SMALL = ["model.width=96", "model.height=96"]
+#: cases written next to the --limit 7 run (one per task): a same-action navigation case (coordination fairness) and
+#: a two-player destroy
+EXTRA = ("matched-navigation-002", "shared-state-003")
+
+
+def _generate(out: Path, model: str):
+    res = run_generate(model, "multiworldbench-engine", out, limit=7, overrides=SMALL, progress=False)
+    assert res.exit_code == 0, res.failed
+    adapter = get_adapter(model, width=96, height=96)
+    adapter.load()
+    cases = {c.id: c for c in load_suite("multiworldbench-engine")}
+    for cid in EXTRA:
+        write_rollout_2p(out, cases[cid], adapter, adapter.plan(cases[cid]), 0, {"model": model})
+    return res
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mwb")
+    out = {}
+    for model in ("engine-2p", "engine-2p-independent"):
+        _generate(root / model, model)
+        out[model] = evaluate_run(root / model, progress=False)
+    return root, out
+
+
+# ------------------------------------------------------------------------------------------------------ suite
+def test_suite_has_the_papers_counts_and_a_small_default():
+    full = load_suite("multiworldbench-engine", full=True)
+    assert len(full) == 495 and len({c.id for c in full}) == 495
+    assert Counter(c.task for c in full) == T.TASK_COUNTS
+    assert {c.visibility for c in full} == set(T.VISIBILITY)
+    for task in ("matched_navigation", "shared_state", "concurrent_placement"):  # every label where layouts vary
+        assert {c.visibility for c in full if c.task == task} == set(T.VISIBILITY)
+    sub = load_suite("multiworldbench-engine")
+    assert len(sub) == 20 and {c.task for c in sub[:7]} == set(T.TASKS)  # --limit 7 covers every task
+    nav = [c for c in full if c.task == "matched_navigation"]
+    assert Counter(c.checks["condition"] for c in nav) == {"idle": 60, "same": 60, "different": 60}
+    assert Counter(c.checks["target"] for c in nav) == {"A": 90, "B": 90}
+
+
+def test_visibility_labels_follow_the_start_poses():
+    for c in load_suite("multiworldbench-engine", full=True)[::7]:
+        pa, pb = c.players["A"].start_pose(), c.players["B"].start_pose()
+        ab = T.sees(pa, (pb[0, 3], pb[2, 3])) <= 28
+        ba = T.sees(pb, (pa[0, 3], pa[2, 3])) <= 28
+        assert c.visibility == ("mutual" if ab and ba else "one-way" if ab or ba else "none")
+
+
+def test_delayed_revisit_returns_to_the_first_observers_pose_70_frames_later():
+    for c in [c for c in load_suite("multiworldbench-engine", full=True) if c.task == "delayed_revisit"]:
+        n = T.frame_of(c.duration, T.FPS)
+        f0 = T.frame_of(c.checks["first_s"], T.FPS)
+        first = c.players[c.checks["first"]].poses(T.FPS, n)[f0]
+        back = c.players[c.checks["returning"]].poses(T.FPS, n)[f0 + c.checks["gap_frames"]]
+        np.testing.assert_allclose(first, back, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------------ rules
+def test_game_rules_first_writer_wins_stacks_and_private_worlds():
+    world = {"blocks": [[5, 0, 5, "lapis"]], "occluders": {"wall": [[2, 0, 2], [2, 1, 2]]}}
+    acts = [
+        {"t": 1.0, "player": "A", "act": "place", "material": "gold", "column": [0, 0]},
+        {"t": 1.0, "player": "B", "act": "place", "material": "diamond", "column": [0, 0]},  # same step: A wins
+        {"t": 2.0, "player": "B", "act": "place", "material": "amethyst", "column": [0, 0]},  # later: stacks on top
+        {"t": 3.0, "player": "A", "act": "destroy", "column": [5, 5]},
+        {"t": 3.0, "player": "B", "act": "destroy", "occluder": "wall"},
+    ]
+    s = T.replay(world, acts, 0.5)
+    assert s == {(5, 0, 5): "lapis", (2, 0, 2): T.STONE, (2, 1, 2): T.STONE}
+    s = T.replay(world, acts, 1.5)
+    assert s[(0, 0, 0)] == "gold" and (0, 1, 0) not in s
+    s = T.replay(world, acts, 10.0)
+    assert s == {(0, 0, 0): "gold", (0, 1, 0): "amethyst"}
+    # private worlds: each player's own interactions only
+    a = T.replay(world, acts, 10.0, only="A")
+    b = T.replay(world, acts, 10.0, only="B")
+    assert a == {(0, 0, 0): "gold", (2, 0, 2): T.STONE, (2, 1, 2): T.STONE}
+    assert b == {(0, 0, 0): "diamond", (0, 1, 0): "amethyst", (5, 0, 5): "lapis"}
+    # frame snapping: an action at 1.0 s acts from frame 16 at 16 fps
+    assert (0, 0, 0) not in T.replay(world, acts, 15 / 16, fps=16) and (0, 0, 0) in T.replay(world, acts, 1.0, fps=16)
+
+
+def test_cast_boxes_gives_z_depth_and_the_first_box():
+    c2w = np.eye(4)
+    K = [50.0, 50.0, 31.5, 31.5]
+    near = T.Box((0.0, 0.0, 3.0), (0.5, 0.5, 0.5), (1, 0, 0), "near")
+    far = T.Box((0.0, 0.0, 6.0), (2.0, 2.0, 0.5), (0, 1, 0), "far")
+    depth, idx, _ = T.cast_boxes(K, c2w, 64, 64, [far, near])
+    assert idx[32, 32] == 1 and depth[32, 32] == pytest.approx(2.5, abs=1e-6)  # the near box's front face
+    assert idx[20, 20] == 0 and depth[20, 20] == pytest.approx(5.5, abs=1e-6)  # the far box around it
+    assert idx[0, 0] == -1 and np.isinf(depth[0, 0])
+    # nothing in front of the camera: nothing hit
+    _, idx2, _ = T.cast_boxes(K, c2w, 64, 64, [T.Box((0.0, 0.0, -3.0), (0.5, 0.5, 0.5), (1, 0, 0), "behind")])
+    assert (idx2 == -1).all()
+
+
+# ------------------------------------------------------------------------------------------------------ engine
+def test_plan_is_deterministic_and_refuses_single_player_cases():
+    case = load_suite("multiworldbench-engine")[2]
+    a = get_adapter("engine-2p", width=96, height=96).plan(case)
+    b = get_adapter("engine-2p", width=96, height=96).plan(case)
+    assert a.fingerprint() == b.fingerprint()
+    acts = a.files["actions.json"]
+    assert len(acts["steps"]) == a.n_frames == len(a.arrays["c2w_a"]) == len(a.arrays["c2w_b"])
+    fired = [(i, p, s[p]["act"]) for i, s in enumerate(acts["steps"]) for p in "AB" if "act" in s[p]]
+    assert fired == [(x["frame"], x["player"], x["act"]) for x in acts["interactions"]]
+    with pytest.raises(AdapterError, match="two-player cases"):
+        get_adapter("engine-2p").plan(load_suite("worldmark-engine")[0])
+    case = load_suite("multiworldbench-engine")[3]  # persistence: the players turn
+    case.trajectory = case.trajectory.with_seconds(1.0)
+    with pytest.raises(AdapterError, match="cannot be rescaled"):
+        get_adapter("engine-2p").plan(case)
+
+
+def test_shared_world_shows_edits_and_avatars_in_both_views_private_worlds_do_not():
+    case = next(c for c in load_suite("multiworldbench-engine") if c.id == "shared-state-000")  # A places gold
+    frames = {}
+    for model in ("engine-2p", "engine-2p-independent"):
+        eng = get_adapter(model, width=96, height=96)
+        eng.load()
+        frames[model] = {p: np.concatenate([ch.frames[p] for ch in eng.rollout(eng.plan(case))]) for p in "AB"}
+    gold = mw.CLASS["gold"]
+    P = dict(mw.PARAMS)
+    n_gold = {m: {p: int((mw.classify(f[p][-1], P) == gold).sum()) for p in "AB"} for m, f in frames.items()}
+    assert n_gold["engine-2p"]["A"] > 50 and n_gold["engine-2p"]["B"] > 50
+    assert n_gold["engine-2p-independent"]["A"] > 50 and n_gold["engine-2p-independent"]["B"] == 0
+    # both views identical where nothing differs: the actor's own view is the same in both engines
+    np.testing.assert_array_equal(frames["engine-2p"]["A"], frames["engine-2p-independent"]["A"])
+    # the other player's avatar is drawn in each view (mutual visibility)
+    for p, other in (("A", "B"), ("B", "A")):
+        assert (mw.classify(frames["engine-2p"][p][0], P) == mw.CLASS[f"avatar:{other}"]).sum() > 10
+
+
+# ------------------------------------------------------------------------------------------------------ records
+def test_two_view_records_are_complete_and_resume(runs):
+    root, _ = runs
+    run = root / "engine-2p"
+    recs = sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(recs) == 9 and all(is_complete_2p(r) for r in recs)
+    r = load_record_2p(run / "shared-state-000")
+    meta = r["meta"]
+    assert meta["kind"] == "rollout-2p" and meta["players"] == ["A", "B"]
+    for p in "AB":
+        assert meta["achieved"][p]["frames"] == meta["requested"]["frames"] == len(r["poses"][p]) == 80
+        assert meta["achieved"][p]["width"] == 96 and meta["achieved"][p]["fps"] == 16.0
+    assert len(r["actions"]["steps"]) == 80 and r["actions"]["interactions"][0]["act"] == "place"
+    assert set(r["trajectory"]["players"]) == {"A", "B"} and r["trajectory"]["task"] == "shared_state"
+    assert meta["case"]["two_player"]["visibility"] in T.VISIBILITY
+    assert (run / "shared-state-000" / "video_a.mp4").is_file() and (run / "shared-state-000" / "native" / "plan.json").is_file()
+    again = run_generate("engine-2p", "multiworldbench-engine", run, limit=7, overrides=SMALL, progress=False)
+    assert again.done == [] and len(again.skipped) == 7
+
+
+def test_dry_run_and_rescaled_trajectories(tmp_path):
+    res = run_generate("engine-2p", "multiworldbench-engine", tmp_path / "plan", limit=2, dry_run=True,
+                       overrides=SMALL, progress=False)
+    assert res.exit_code == 0
+    rec = tmp_path / "plan" / res.done[0]
+    assert json.loads((rec / "meta.json").read_text())["kind"] == "plan"
+    assert (rec / "poses_a.npy").is_file() and (rec / "actions.json").is_file()
+    bad = run_generate("engine-2p", "multiworldbench-engine", tmp_path / "bad", limit=1,
+                       overrides=SMALL + ["trajectory.seconds=1"], progress=False)
+    assert bad.exit_code == 1 and "cannot be rescaled" in next(iter(bad.failed.values()))
+
+
+# ------------------------------------------------------------------------------------------------------ scores
+def test_engine_gt_scores_high_on_every_capability(runs):
+    _, res = runs
+    m = res["engine-2p"]["metrics"]
+    assert set(m) == set(mw.CAPABILITIES)  # a two-view run keeps only its own rows
+    for cap in mw.CAPABILITIES:
+        assert m[cap]["mean"] is not None, (cap, m[cap]["unavailable"])
+    assert m["control_isolation"]["mean"] >= 85 and m["coordination_fairness"]["mean"] >= 85
+    assert m["cross_view_motion"]["mean"] == 100
+    assert m["state_synchronization"]["mean"] == 100 and m["state_persistence"]["mean"] == 100
+    assert m["race_condition_consistency"]["mean"] == 100 and m["structural_consistency"]["mean"] == 100
+    assert m["spatial_reasoning"]["mean"] >= 75 and m["style_consistency"]["mean"] >= 90
+    assert m["id_consistency"]["mean"] == 100
+    mwr = res["engine-2p"]["multiworld"]
+    assert mwr["available"] == 10 and mwr["overall"] >= 90
+    assert set(mwr["tracks"]) == set(mw.TRACKS)
+    assert mwr["paths"]["state_synchronization"] == "measured"
+    assert mwr["paths"]["control_isolation"] == mw.POSE_PATH
+    assert m["control_isolation"]["groups"] and "min over" in m["control_isolation"]["aggregation"]
+
+
+def test_single_player_baseline_loses_the_shared_world(runs):
+    _, res = runs
+    gt, ind = res["engine-2p"]["metrics"], res["engine-2p-independent"]["metrics"]
+    for cap in ("state_synchronization", "state_persistence", "race_condition_consistency"):
+        assert ind[cap]["mean"] <= 30 and gt[cap]["mean"] - ind[cap]["mean"] >= 70, cap
+    assert ind["cross_view_motion"]["mean"] == 0  # the partner's avatar never moves in a private world
+    assert ind["structural_consistency"]["mean"] == 0
+    # navigation is per view: the baseline keeps it
+    assert ind["control_isolation"]["mean"] >= 85
+    assert res["engine-2p-independent"]["multiworld"]["overall"] < res["engine-2p"]["multiworld"]["overall"] - 30
+
+
+def test_samples_name_the_path_of_every_number(runs):
+    root, _ = runs
+    rows = [json.loads(x) for x in (root / "engine-2p" / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 9 and all(r["kind"] == "rollout-2p" and "error" not in r for r in rows)
+    for r in rows:
+        for cap, v in r["scores"].items():
+            if v is not None:
+                assert r["paths"][cap] in ("measured", mw.POSE_PATH), (r["case"], cap)
+            else:
+                assert r["unavailable"][cap]
+
+
+def test_vlm_path_reports_unavailable_without_a_backend_and_uses_a_judge_when_given(runs):
+    root, _ = runs
+    run = root / "engine-2p"
+    cache = mw.FeatureCache(run / ".features")
+    row = mw.score_folder(run / "shared-state-000", cache, judge=mw.NoJudge())
+    assert row["scores"]["state_synchronization"] is None
+    assert "no VLM judge backend configured" in row["unavailable"]["state_synchronization"]
+    assert row["paths"]["state_synchronization"] == "vlm"
+
+    class Yes(mw.Judge):  # the interface of worldgate.evaluate.judge.VLMJudge: ask(frames, prompt) -> answer text
+        name = "always-yes"
+
+        def __init__(self, answer="Yes."):
+            self.prompts, self.answer = [], answer
+
+        def ask(self, frames, prompt):
+            assert frames and all(f.ndim == 3 for f in frames)
+            self.prompts.append(prompt)
+            return self.answer
+
+    j = Yes()
+    row = mw.score_folder(run / "shared-state-000", cache, judge=j)
+    assert row["scores"]["state_synchronization"] == 100 and row["paths"]["state_synchronization"] == "vlm"
+    assert any("red cross" in p for p in j.prompts)
+    row = mw.score_folder(run / "delayed-revisit-000", cache, judge=j)
+    assert row["paths"]["id_consistency"] == "vlm" and row["paths"]["style_consistency"] == "measured"
+    row = mw.score_folder(run / "concurrent-placement-000", cache, judge=Yes("yes or no"))  # unparseable: no guess
+    assert row["scores"]["race_condition_consistency"] is None
+    assert "could not be parsed" in row["unavailable"]["race_condition_consistency"]
+    for name in ("cross_view_motion_observer", "cross_view_motion_actor", "state_success", "state_count",
+                 "state_location", "state_material", "persistence", "race", "structure", "id_consistency"):
+        assert mw.load_prompt(name)
+
+
+def test_rescore_is_served_from_cache_and_broken_records_get_errors(runs, tmp_path):
+    root, res = runs
+    run = root / "engine-2p"
+    again = evaluate_run(run, progress=False, rescore=True)
+    assert again["features"]["computed"] == 0 and again["features"]["cached"] > 0
+    assert again["metrics"] == res["engine-2p"]["metrics"]
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    v = bad / "persistence-000" / "video_b.mp4"
+    v.write_bytes(v.read_bytes()[: v.stat().st_size // 3])
+    r = evaluate_run(bad, progress=False)
+    assert "persistence-000" in r["errors"]
+    assert r["metrics"]["state_persistence"]["n"] == 0 and "record error" in r["metrics"]["state_persistence"]["unavailable"]
+    assert r["metrics"]["state_synchronization"]["mean"] == 100
+
+
+def test_cli_evaluate_prints_the_capabilities_and_tracks(runs, capsys):
+    root, _ = runs
+    assert main(["evaluate", str(root / "engine-2p"), str(root / "engine-2p-independent"), "--rescore",
+                 "--no-progress", "--out", str(root / "board")]) == 0
+    out = capsys.readouterr().out
+    assert "State Synchronization" in out and "MultiWorldBench tracks" in out and "overall" in out
+    assert (root / "board" / "leaderboard.md").is_file()
+    assert main(["report", str(root / "engine-2p"), str(root / "engine-2p-independent"), "--out",
+                 str(root / "rep")]) == 0
+    md = (root / "rep" / "multiworldbench.md").read_text()
+    assert "State Synchronization" in md and "engine-2p-independent" in md
+
+
+def test_videos_decode_with_the_recorded_frames(runs):
+    root, _ = runs
+    rec = root / "engine-2p" / "concurrent-placement-000"
+    meta = json.loads((rec / "meta.json").read_text())
+    for p, name in (("A", "video_a.mp4"), ("B", "video_b.mp4")):
+        n = sum(1 for _ in read_frames(rec / name))
+        assert n == meta["achieved"][p]["frames"] == 128
