@@ -254,17 +254,22 @@ def _case_data(runs, media: Path, out: Path) -> dict:
             rec = r["run"] / cid
             video = rec / "video.mp4"
             entry = cases.setdefault(cid, {"id": cid, "runs": {}, "trajectory": None, "tags": s.get("tags", {})})
-            vrel = None
-            if video.is_file():
-                dst = media / f"{k:02d}-{r['name']}" / f"{cid}.mp4"
+            def link(src, suffix=""):
+                if not src.is_file():
+                    return None
+                dst = media / f"{k:02d}-{r['name']}" / f"{cid}{suffix}.mp4"
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 if not dst.exists():
                     try:
-                        os.link(video, dst)
+                        os.link(src, dst)
                     except OSError:
-                        shutil.copy2(video, dst)
-                vrel = str(dst.relative_to(out))
-            entry["runs"][r["name"]] = {"video": vrel, "error": s.get("error"),
+                        shutil.copy2(src, dst)
+                return str(dst.relative_to(out))
+
+            vrel, vb = link(video), None
+            if vrel is None and (rec / "video_a.mp4").is_file():  # a two-view record: player A and player B
+                vrel, vb = link(rec / "video_a.mp4", "-A"), link(rec / "video_b.mp4", "-B")
+            entry["runs"][r["name"]] = {"video": vrel, "video_b": vb, "error": s.get("error"),
                                         "scores": {m: v for m, v in (s.get("scores") or {}).items() if v is not None}}
             if entry["trajectory"] is None and (rec / "trajectory.json").is_file() and (rec / "poses.npy").is_file():
                 tj = json.loads((rec / "trajectory.json").read_text())
@@ -330,7 +335,12 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
         return lambda r: (np.mean([_mean(r, m) for m in ids if _mean(r, m) is not None])
                           if any(_mean(r, m) is not None for m in ids) else None)
 
-    md, rows = table(runs, MULTIWORLDBENCH, "MultiWorldBench", {"overall": track(MULTIWORLDBENCH)})
+    mw = [r["results"].get("multiworld") or {} for r in runs]
+    tracks = sorted({t for m in mw for t in (m.get("tracks") or {})})
+    cols = {f"track: {t}": (lambda r, t=t: ((r["results"].get("multiworld") or {}).get("tracks") or {}).get(t, {})
+                            .get("mean")) for t in tracks}
+    cols["overall"] = lambda r: (r["results"].get("multiworld") or {}).get("overall", track(MULTIWORLDBENCH)(r))
+    md, rows = table(runs, MULTIWORLDBENCH, "MultiWorldBench", cols)
     (out / "multiworldbench.md").write_text(md)
     _write_csv(out / "multiworldbench.csv", rows)
     written["multiworldbench"] = "multiworldbench.md"
@@ -393,9 +403,11 @@ function show(id){
     const c = document.createElement("div"); c.className = "cell";
     const h = document.createElement("h3"); h.textContent = run; c.appendChild(h);
     const e = cur.runs[run];
-    if (e && e.video) {
-      const v = document.createElement("video"); v.src = e.video; v.muted = true; v.preload = "auto";
+    for (const src of e ? [e.video, e.video_b] : []) {
+      if (!src) continue;
+      const v = document.createElement("video"); v.src = src; v.muted = true; v.preload = "auto";
       v.playsInline = true; v.dataset.run = run; c.appendChild(v); videos.push(v);
+      if (e.video_b) { v.style.width = "49%"; v.style.display = "inline-block"; v.title = src === e.video ? "player A" : "player B"; }
       v.addEventListener("timeupdate", tick);
       v.addEventListener("ended", () => { if (videos.every(x => x.ended || x.paused)) playBtn.textContent = "play"; });
     }
