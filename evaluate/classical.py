@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2
@@ -60,14 +61,18 @@ class FlowSignals:
             rx, ry = xx + 1.0 - w / 2, yy + 1.0 - h / 2
             n = np.maximum(np.hypot(rx, ry), 1e-6)
             self._rad = (rx / n, ry / n)
-        sub = np.ascontiguousarray(flow[::2, ::2], dtype=np.float32)
-        u, v = sub[..., 0], sub[..., 1]
+        flow = np.ascontiguousarray(flow, dtype=np.float32)
+        if h % 2 == 0 and w % 2 == 0:  # nearest-neighbour halving picks exactly flow[::2, ::2], in C (a strided
+            sub = cv2.resize(flow, (w // 2, h // 2), interpolation=cv2.INTER_NEAREST)  # numpy copy is 5x slower)
+        else:
+            sub = flow[::2, ::2]
+        u, v = cv2.split(sub)  # contiguous channels: no hidden copies in the calls below
         self.rows["sx"].append(cv2.mean(u)[0] * s)
         self.rows["sy"].append(cv2.mean(v)[0] * s)
         self.rows["srad"].append(cv2.mean(u * self._rad[0] + v * self._rad[1])[0] * s)
         self.rows["speed"].append(cv2.mean(cv2.magnitude(u, v))[0] * s)
         G = self.GRID  # cell means by area resampling (C speed; equal to the block mean when G divides the size)
-        cell = cv2.resize(np.ascontiguousarray(flow, dtype=np.float32), (G, G), interpolation=cv2.INTER_AREA) * s
+        cell = cv2.resize(flow, (G, G), interpolation=cv2.INTER_AREA) * s
         self.rows["grid"].append(cell.astype(np.float32))
 
     def arrays(self, gap: int = PAIR_GAP) -> dict[str, np.ndarray]:
@@ -134,21 +139,29 @@ class PoseExtractor(Extractor):
 
     def start(self, rec):
         super().start(rec)
-        self.prev: list[np.ndarray] = []
-        self.K = None
+        self.last: np.ndarray | None = None  # grey level of the last frame that starts a pair (i = 0, GAP, 2 GAP, ...)
+        self.K = self.Ki = None
+        self.width = 0  # analysis width
         self.rows = {k: [] for k in ("R", "t", "rot_amp", "trans_amp", "rot_flow_x", "trans_flow", "valid", "n")}
 
+    def needs_frame(self, i):
+        return i % self.GAP == 0
+
     def update(self, i, frame):
+        # one row per pair (i - GAP) -> i; only non-overlapping pairs 0->2, 2->4, ... are estimated (they chain without
+        # double counting), the others are placeholders, so frames that only they would use are never looked at
+        if i >= self.GAP and (i - self.GAP) % self.GAP:
+            self._skip()
+        if i % self.GAP:
+            return
         g = _gray_norm(frame)
         if self.K is None:
             self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
-        self.prev.append(g)
-        if len(self.prev) > self.GAP:
-            a = self.prev.pop(0)
-            if (i - self.GAP) % self.GAP == 0:  # non-overlapping pairs 0->2, 2->4, ...: chains without double counting
-                self._pair(a, g)
-            else:
-                self._skip()
+            self.Ki = np.linalg.inv(self.K)
+            self.width = g.shape[1]
+        if self.last is not None:
+            self._pair(self.last, g)
+        self.last = g
 
     def _pair(self, a, b):
         p0 = cv2.goodFeaturesToTrack(a, self.MAX_CORNERS, 0.01, 6, blockSize=5)
@@ -162,7 +175,7 @@ class PoseExtractor(Extractor):
             # screen-locked tracks (a third-person avatar, a HUD) do not belong to the scene: drop them when the
             # rest of the image moves
             mv = np.linalg.norm(p1 - p0, axis=1)
-            med = float(np.median(mv))
+            med = float(_median(mv))
             if med > self.LOCKED_MIN_MOTION:
                 moving = mv > self.LOCKED_FRAC * med
                 if moving.sum() >= 12:
@@ -179,27 +192,32 @@ class PoseExtractor(Extractor):
             self.rows[k].append(v)
 
     def _estimate(self, p0, p1):
-        rows, K = self.rows, self.K
-        s = REF_WIDTH / self.prev[-1].shape[1]
-        Ki = np.linalg.inv(K)
-        h0 = np.c_[p0, np.ones(len(p0))] @ Ki.T  # normalised rays
+        rows, K, Ki = self.rows, self.K, self.Ki
+        s = REF_WIDTH / self.width
+        h0 = _homogeneous(p0) @ Ki.T  # normalised rays
         # rotation-only model: p1 ~ K R K^-1 p0, R fitted to the bearings (Kabsch), refitted without outliers
         # on the inliers of a RANSAC homography (mistracked points never bend the fit)
-        h1 = np.c_[p1, np.ones(len(p1))] @ Ki.T
+        h1 = _homogeneous(p1) @ Ki.T
         _, inl = cv2.findHomography(p0, p1, cv2.RANSAC, 1.0)
         inl = inl.reshape(-1).astype(bool) if inl is not None else np.ones(len(p0), bool)
         Rh = rotation_between(h0[inl], h1[inl]) if inl.sum() >= 8 else rotation_between(h0, h1)
         pr = _project(K, h0 @ Rh.T)
-        err_rot = float(np.median(np.linalg.norm(pr - p1, axis=1)))
+        err_rot = float(_median(np.linalg.norm(pr - p1, axis=1)))
         R, t = Rh, np.zeros(3)
-        small = err_rot <= self.ROT_ONLY_PX * self.prev[-1].shape[1] / 256.0
+        small = err_rot <= self.ROT_ONLY_PX * self.width / 256.0
         E, mask = (None, None) if small else cv2.findEssentialMat(p0, p1, K, cv2.USAC_FAST, 0.999, 0.75)
         if E is not None and E.shape == (3, 3):
             # model selection: a pure rotation leaves the rotation-only model as good as the essential one (both at
             # the tracking noise); translation leaves parallax that only the essential model explains
-            err_e = float(np.median(sampson(E, p0, p1, K))) * K[0, 0]
+            err_e = float(_median(sampson(E, p0, p1, K))) * K[0, 0]
             if err_rot > self.ROT_RATIO * err_e:
-                _, R2, t2, _ = cv2.recoverPose(E, p0, p1, K, mask=mask)
+                # cheirality on the essential inliers only: the same count per candidate (each point is
+                # triangulated on its own), so the same (R, t) as passing the mask, without triangulating outliers
+                inl_e = mask.reshape(-1).astype(bool) if mask is not None else np.ones(len(p0), bool)
+                if inl_e.sum() >= 5:
+                    _, R2, t2, _ = cv2.recoverPose(E, p0[inl_e], p1[inl_e], K)
+                else:
+                    _, R2, t2, _ = cv2.recoverPose(E, p0, p1, K, mask=mask)
                 R, t = R2, t2.reshape(3)
                 pr = _project(K, h0 @ R.T)
         rot_flow = pr - p0  # rotation-induced flow of each track
@@ -207,12 +225,13 @@ class PoseExtractor(Extractor):
         trans_flow = p1 - pr if np.any(t) else np.zeros_like(p1)
         rows["R"].append(R)  # x_b = R x_a + t  (camera a -> camera b)
         rows["t"].append(t)
-        rows["rot_amp"].append(float(abs(np.median(rot_flow[:, 0])) * s))
+        rx = float(_median(rot_flow[:, 0]))
+        rows["rot_amp"].append(float(abs(rx) * s))
         tx = trans_flow[:, 0] * s
-        rows["trans_amp"].append(float(np.percentile(np.abs(tx), 95) - np.percentile(np.abs(tx), 5)
-                                       + abs(np.median(tx))))
-        rows["rot_flow_x"].append(float(np.median(rot_flow[:, 0]) * s))
-        rows["trans_flow"].append(float(np.median(np.linalg.norm(trans_flow, axis=1)) * s))
+        p95, p5 = _percentiles(np.abs(tx), (95, 5))
+        rows["trans_amp"].append(float(p95 - p5 + abs(_median(tx))))
+        rows["rot_flow_x"].append(float(rx * s))
+        rows["trans_flow"].append(float(_median(np.linalg.norm(trans_flow, axis=1)) * s))
         rows["valid"].append(True)
         rows["n"].append(len(p0))
 
@@ -225,8 +244,43 @@ class PoseExtractor(Extractor):
             out["t"] = np.zeros((0, 3))
         out["K"] = self.K if self.K is not None else np.eye(3)
         out["gap"] = np.asarray(self.GAP)
-        out["analysis_width"] = np.asarray(self.prev[-1].shape[1] if self.prev else 0)
+        out["analysis_width"] = np.asarray(self.width)
         return out
+
+
+def _median(x: np.ndarray):
+    """``np.median`` of a non-empty 1-D array (same value and dtype) without its generic-axis and NaN-check overhead,
+    which dominates on the few hundred tracks of a pair."""
+    n = len(x)
+    k = n // 2
+    if n % 2:
+        return np.partition(x, k)[k]
+    p = np.partition(x, (k - 1, k))
+    return (p[k - 1] + p[k]) / 2
+
+
+def _percentiles(x: np.ndarray, qs: tuple[float, ...]) -> list:
+    """``np.percentile(x, qs)`` (linear interpolation; same values, bit for bit) of a non-empty 1-D array, from one
+    partial sort and without the generic machinery that costs ten times the arithmetic on a few hundred values."""
+    n = len(x)
+    at = [((n - 1) * (q / 100), math.floor((n - 1) * (q / 100))) for q in qs]  # (virtual index, index below)
+    p = np.partition(x, sorted({min(k + d, n - 1) for _, k in at for d in (0, 1)}))
+    out = []
+    for v, k in at:
+        if v >= n - 1:
+            out.append(p[n - 1])
+            continue
+        a, b = p[k], p[k + 1]
+        t, d = v - k, b - a
+        out.append(b - d * (1 - t) if t >= 0.5 else a + d * t)  # numpy's _lerp, both branches
+    return out
+
+
+def _homogeneous(p: np.ndarray) -> np.ndarray:
+    """(N, 2) points -> (N, 3) float64 with a trailing 1 (``np.c_[p, np.ones(len(p))]``, without its index parsing)."""
+    out = np.ones((len(p), 3))
+    out[:, :2] = p
+    return out
 
 
 def rotation_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -283,19 +337,49 @@ def appearance_embedding(frame: np.ndarray) -> np.ndarray:
     g = _gray(frame).astype(np.float32)
     gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
-    mag = np.hypot(gx, gy)
-    ang = (np.arctan2(gy, gx) % np.pi) / np.pi  # orientation in [0, 1)
+    mag = gx * gx
+    mag += gy * gy
+    np.sqrt(mag, out=mag)  # = np.hypot(gx, gy) at a quarter of the cost: the squares of 8-bit gradients sum exactly
     h, w = g.shape
+    # magnitude-weighted orientation histograms of all four cells in one bincount (bin = 8 x cell + orientation bin;
+    # every (cell, bin) sums its pixels in the same order as a per-cell bincount would)
+    oh_all = np.bincount((_orientation_bins(gx, gy) + _cell_offsets(h, w)).ravel(), weights=mag.ravel(), minlength=32)
     parts = []
     for r in range(2):
         for c in range(2):
             sl = (slice(r * h // 2, (r + 1) * h // 2), slice(c * w // 2, (c + 1) * w // 2))
             hist = cv2.calcHist([hsv[sl]], [0, 1, 2], None, [8, 3, 3], [0, 180, 0, 256, 0, 256]).reshape(-1)
             parts.append(hist / max(hist.sum(), 1e-9))
-            oh = np.bincount(np.minimum((ang[sl] * 8).astype(int), 7).ravel(), weights=mag[sl].ravel(), minlength=8)
+            oh = oh_all[(2 * r + c) * 8:(2 * r + c + 1) * 8]
             parts.append(oh / max(oh.sum(), 1e-9))
     v = np.sqrt(np.concatenate(parts))
     return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
+
+
+_PI32 = np.float32(np.pi)
+
+
+def _orientation_bins(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """Orientation bin (0..7) of each gradient, orientation in [0, pi): ``min(int(8 (atan2(gy, gx) mod pi) / pi), 7)``
+    in float32. The remainder is spelled out (x + pi for x < 0, 0 for x = pi, exactly what numpy's float32 ``%``
+    returns for x in [-pi, pi]): numpy's generic float remainder is slower than all the other steps together."""
+    a = np.arctan2(gy, gx)
+    top = a == _PI32
+    np.add(a, _PI32, out=a, where=a < 0)
+    a[top] = 0.0
+    a /= _PI32
+    a *= 8
+    return np.minimum(a.astype(np.intp), 7)
+
+
+@functools.lru_cache(maxsize=16)
+def _cell_offsets(h: int, w: int) -> np.ndarray:
+    """8 x (index of the pixel's cell in the 2x2 grid, row-major), the grid split at h // 2 and w // 2."""
+    r = (np.arange(h) >= h // 2).astype(np.intp)
+    c = (np.arange(w) >= w // 2).astype(np.intp)
+    out = (r[:, None] * 2 + c[None, :]) * 8
+    out.flags.writeable = False
+    return out
 
 
 class QualityExtractor(Extractor):
@@ -308,6 +392,9 @@ class QualityExtractor(Extractor):
     def start(self, rec):
         super().start(rec)
         self.rows = {"frame": [], "sharpness": [], "noise": [], "colourfulness": []}
+
+    def needs_frame(self, i):
+        return i % self.STRIDE == 0
 
     def update(self, i, frame):
         if i % self.STRIDE:
@@ -343,49 +430,63 @@ class GeometryExtractor(Extractor):
         step = max(1, int(round(rec.fps)))  # 1 fps
         n = rec.n_frames or 10**9
         self.keep = set(list(range(0, n, step))[: self.MAX_FRAMES])
-        self.kf: list[tuple[int, np.ndarray, np.ndarray | None]] = []
+        self.last: tuple[int, np.ndarray, np.ndarray | None] | None = None  # the previous key frame (i, pts, des)
+        self.K = None
+        self.rows: dict[str, list] = {"err": [], "frame": [], "n": []}
         self.orb = cv2.ORB_create(nfeatures=800, fastThreshold=10)
+
+    def needs_frame(self, i):
+        return i in self.keep
 
     def update(self, i, frame):
         if i in self.keep:
             g = _gray(frame)
             kp, des = self.orb.detectAndCompute(g, None)
-            pts = np.float32([k.pt for k in kp]) if kp else np.zeros((0, 2), np.float32)
-            self.kf.append((i, pts, des))
-            self.w, self.h = g.shape[1], g.shape[0]
+            pts = cv2.KeyPoint_convert(kp).reshape(-1, 2) if kp else np.zeros((0, 2), np.float32)
+            if self.K is None:
+                self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
+            # each key frame is matched with the previous one as it arrives (while the video still decodes), not
+            # all at the end
+            if self.last is not None:
+                self._match(self.last, (i, pts, des))
+            self.last = (i, pts, des)
+
+    def _match(self, ka, kb):
+        (i, pa, da), (_, pb, db) = ka, kb
+        K = self.K
+        e, n = np.nan, 0
+        if da is not None and db is not None and len(da) >= 8 and len(db) >= 8:
+            # brute-force Hamming k-NN as arrays (what BFMatcher.knnMatch computes, without a Python object per
+            # match): forward 2-NN for the ratio test, backward 1-NN for the mutual check
+            d2, j2 = cv2.batchDistance(da, db, cv2.CV_32S, normType=cv2.NORM_HAMMING, K=2)
+            j = j2[:, 0]
+            q = np.flatnonzero((j >= 0) & (j2[:, 1] >= 0) & (d2[:, 0] < 0.8 * d2[:, 1].astype(np.float64)))
+            if len(q):  # mutual: the best match of b's descriptor is this one (asked only of the b's in question)
+                js, inv = np.unique(j[q], return_inverse=True)
+                _, back = cv2.batchDistance(np.ascontiguousarray(db[js]), da, cv2.CV_32S,
+                                            normType=cv2.NORM_HAMMING, K=1)
+                q = q[back[inv.reshape(-1), 0] == q]
+            n = len(q)
+            if n >= 12:
+                a = pa[q]
+                b = pb[j[q]]
+                E, _ = cv2.findEssentialMat(a, b, K, cv2.RANSAC, 0.999, 1.0)
+                if E is not None and E.shape == (3, 3):
+                    e = float(_median(sampson(E, a, b, K)))
+        self.rows["err"].append(e)
+        self.rows["frame"].append(i)
+        self.rows["n"].append(n)
 
     def finish(self):
-        errs, frames, nmatch = [], [], []
-        if not self.kf:
-            return {"err": np.zeros(0), "frame": np.zeros(0, np.int32), "n": np.zeros(0, np.int32)}
-        K = analysis_K(self.rec, self.w, self.h)
-        bf = cv2.BFMatcher(cv2.NORM_HAMMING)
-        for (i, pa, da), (j, pb, db) in zip(self.kf[:-1], self.kf[1:]):
-            e, n = np.nan, 0
-            if da is not None and db is not None and len(da) >= 8 and len(db) >= 8:
-                m = bf.knnMatch(da, db, k=2)
-                back = {mm[0].queryIdx: mm[0].trainIdx for mm in bf.knnMatch(db, da, k=1) if mm}
-                good = [x[0] for x in m if len(x) == 2 and x[0].distance < 0.8 * x[1].distance
-                        and back.get(x[0].trainIdx) == x[0].queryIdx]
-                n = len(good)
-                if n >= 12:
-                    a = pa[[g.queryIdx for g in good]]
-                    b = pb[[g.trainIdx for g in good]]
-                    E, _ = cv2.findEssentialMat(a, b, K, cv2.RANSAC, 0.999, 1.0)
-                    if E is not None and E.shape == (3, 3):
-                        e = float(np.median(sampson(E, a, b, K)))
-            errs.append(e)
-            frames.append(i)
-            nmatch.append(n)
-        return {"err": np.asarray(errs, np.float64), "frame": np.asarray(frames, np.int32),
-                "n": np.asarray(nmatch, np.int32)}
+        return {"err": np.asarray(self.rows["err"], np.float64), "frame": np.asarray(self.rows["frame"], np.int32),
+                "n": np.asarray(self.rows["n"], np.int32)}
 
 
 def sampson(E, a, b, K):
     """Sampson distance of correspondences under E, in focal-normalised units (pixels / focal)."""
     Ki = np.linalg.inv(K)
-    x = np.c_[a, np.ones(len(a))] @ Ki.T
-    y = np.c_[b, np.ones(len(b))] @ Ki.T
+    x = _homogeneous(a) @ Ki.T
+    y = _homogeneous(b) @ Ki.T
     Ex = x @ E.T
     Ety = y @ E
     num = np.sum(y * Ex, axis=1) ** 2

@@ -122,8 +122,11 @@ class EventExtractor(Extractor):
             g[y0:y1, x0:x1] = fill
         return np.ascontiguousarray(g[H // 3:])
 
+    def needs_frame(self, i):
+        return self.targets is not None and bool(self.dyn and self.dyn.get("events"))
+
     def update(self, i, frame):
-        if self.targets is None or not self.dyn or not self.dyn.get("events"):
+        if frame is None or self.targets is None or not self.dyn or not self.dyn.get("events"):
             return
         if self.ref is None:
             self._setup(frame)

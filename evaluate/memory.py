@@ -151,8 +151,11 @@ class TargetExtractor(Extractor):
                 return k
         return None
 
+    def needs_frame(self, i):
+        return self.targets is not None and len(self.targets["masks"]) > 0
+
     def update(self, i, frame):
-        if self.targets is None or len(self.targets["masks"]) == 0:
+        if frame is None or self.targets is None or len(self.targets["masks"]) == 0:
             return
         if self.ref is None:
             self._setup(frame)

@@ -9,6 +9,7 @@ are given. ``--rescore`` never computes a feature: it scores from the cache only
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
@@ -126,7 +127,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "config": {"backend": backend, "metrics": sorted(metrics) if metrics else "all", "rescore": rescore,
                    "params": P, "run_config": _read_json(run / "run.json")},
         "backends": {ex.name: {"backend": ex.backend, "key": ex.key(), **ex.config()} for ex in extractors},
-        "versions": versions(),
+        "versions": dict(versions()),
         "git": _git(),
         "records": len(folders),
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
@@ -163,6 +164,7 @@ def aggregate(samples: list[dict], metrics: set[str] | None = None) -> dict:
     return {"metrics": agg}
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict:
     import importlib.metadata as md
 
