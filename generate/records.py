@@ -213,13 +213,7 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
         if context_rows:
             rec.path("context.jsonl").write_text("".join(json.dumps(r) + "\n" for r in context_rows))
         plan.write(rec.path("native"))
-        caveats = list(plan.caveats)
-        if achieved.frames != plan.n_frames:
-            caveats.append(f"achieved {achieved.frames} frames, requested {plan.n_frames}")
-        if abs(achieved.fps - plan.fps) > 1e-3:
-            caveats.append(f"achieved {achieved.fps} fps, requested {plan.fps}")
-        if (achieved.width, achieved.height) != (plan.width, plan.height):
-            caveats.append(f"achieved {achieved.width}x{achieved.height}, requested {plan.width}x{plan.height}")
+        caveats = list(plan.caveats) + achieved_caveats(achieved, plan)
         meta = _base_meta("rollout", case, adapter, plan, seed, config)
         meta.update({
             "context": context.describe() if context is not None else None,
@@ -286,6 +280,18 @@ def case_dynamic(case, plan) -> dict:
             "gate": d["gate"], "questions": [dict(q, id=i + 1) for i, q in enumerate(d["questions"])]}
     phases = [{"name": p.name, "frames": list(p.frame_range(plan.fps, plan.n_frames))} for p in case.trajectory.phases()]
     return {"events": [item], "phases": phases, "fps": plan.fps}
+
+
+def achieved_caveats(achieved, plan, prefix: str = "") -> list[str]:
+    """What the written file holds where it differs from what was requested (frames, fps, size)."""
+    out = []
+    if achieved.frames != plan.n_frames:
+        out.append(f"{prefix}achieved {achieved.frames} frames, requested {plan.n_frames}")
+    if abs(achieved.fps - plan.fps) > 1e-3:
+        out.append(f"{prefix}achieved {achieved.fps} fps, requested {plan.fps}")
+    if (achieved.width, achieved.height) != (plan.width, plan.height):
+        out.append(f"{prefix}achieved {achieved.width}x{achieved.height}, requested {plan.width}x{plan.height}")
+    return out
 
 
 def _write_record_file(path: Path, name: str, content) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .records import RecordWriter, _base_meta, read_meta
+from .records import RecordWriter, _base_meta, achieved_caveats, read_meta
 from .video import VideoWriter, probe_video
 
 KIND = "rollout-2p"
@@ -96,12 +96,7 @@ def write_rollout_2p(run_dir: Path, case, adapter, plan, seed: int, config: dict
                                "re-integrated at the achieved frame times")
                 poses = case.players[p].poses(a.fps or plan.fps, a.frames)
             np.save(rec.path(POSES[p]), np.asarray(poses, np.float64), allow_pickle=False)
-            if a.frames != plan.n_frames:
-                caveats.append(f"view {p}: achieved {a.frames} frames, requested {plan.n_frames}")
-            if abs(a.fps - plan.fps) > 1e-3:
-                caveats.append(f"view {p}: achieved {a.fps} fps, requested {plan.fps}")
-            if (a.width, a.height) != (plan.width, plan.height):
-                caveats.append(f"view {p}: achieved {a.width}x{a.height}, requested {plan.width}x{plan.height}")
+            caveats += achieved_caveats(a, plan, prefix=f"view {p}: ")
         rec.write_json("actions.json", plan.files["actions.json"])
         rec.write_json("trajectory.json", trajectory_json_2p(case, plan))
         plan.write(rec.path("native"))
