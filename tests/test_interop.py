@@ -54,7 +54,10 @@ def test_export_then_import_gives_identical_records(run, tmp_path):
     a, b = list_records(run), list_records(back)
     assert [p.name for p in a] == [p.name for p in b] and len(a) == 6
     for ra, rb in zip(a, b):
-        for name in ("meta.json", "trajectory.json", "video.mp4", "poses.npy", "native/plan.json", "targets.npz"):
+        files = sorted(str(p.relative_to(ra)) for p in ra.rglob("*") if p.is_file())
+        assert files == sorted(str(p.relative_to(rb)) for p in rb.rglob("*") if p.is_file())
+        assert {"meta.json", "trajectory.json", "video.mp4", "poses.npy", "native/plan.json"} <= set(files)
+        for name in files:
             assert (ra / name).read_bytes() == (rb / name).read_bytes(), f"{ra.name}/{name} differs"
     # importing again skips what is there
     r = import_worldmark(dl, back)

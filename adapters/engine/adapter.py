@@ -193,6 +193,14 @@ class EngineAdapter(Adapter):
     TARGET_MIN_AREA = 0.004  # share of the frame a target must cover in the conditioning frame
     TARGETS_PER_KIND = 2
 
+    @staticmethod
+    def _memory_case(plan: NativeInputs) -> bool:
+        """Memory targets are given for trajectories that open with a hold (phase V: the reference to remember);
+        dynamic items only for scenes made for them (``event_s``: events that visibly start during V)."""
+        from worldgate.trajectories.core import Trajectory
+
+        return any(p.name == "V" for p in Trajectory.from_dict(plan.extra["trajectory"]).phases())
+
     def target_masks(self, world, ids: np.ndarray) -> dict:
         """WorldMemBench-style targets: masks of the largest people, objects and event entities visible in the
         conditioning frame (frame 0), as a benchmark gives them with its conditioning image. Evaluation finds them
@@ -261,11 +269,11 @@ class EngineAdapter(Adapter):
                     depths.append(depth)
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
-            if index == 0:
+            if index == 0 and self._memory_case(plan):  # WorldMemBench-style: an initial hold V to remember
                 targets = self.target_masks(world, self._first_ids)
                 extra["files"] = {"targets.npz": targets}
-                dyn = dynamic_questions(world, targets, plan)
-                if dyn["events"]:
+                dyn = dynamic_questions(world, targets, plan) if plan.extra["scene"].get("event_s") else {}
+                if dyn.get("events"):
                     extra["files"]["dynamic.json"] = dyn
             ctx, cextra = self.end_chunk(index, frames)
             yield Chunk(start=start, frames=frames, context_ids=ctx, extra={**extra, **cextra})
