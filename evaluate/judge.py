@@ -242,7 +242,7 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
         return {m: na(r) for m in ("dynamic_score", "dynamic_p_start", "dynamic_conditional")}
     revs = revisit_frames(feat, rec)
     ret_frames = [r["frame"] for r in revs]
-    other = _other_change(E, dyn, len(E["change"][0]), ret_frames)
+    other = _other_change(E, dyn, ret_frames)
     rest = E.get("rest")
     ok = np.isfinite(rest) & (rest < REGISTERED) if rest is not None and len(rest) else None
     results = []
@@ -267,7 +267,7 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
     return out
 
 
-def _other_change(E, dyn, n, ret_frames) -> bool | None:
+def _other_change(E, dyn, ret_frames) -> bool | None:
     """Did the starting view change elsewhere than in the event regions? The registered residual of the rest of
     the view at the first return, against the same residual during the initial hold (compression noise)."""
     rest = E.get("rest")

@@ -226,13 +226,17 @@ def context_points(r) -> dict | None:
 
 
 def plot_context(runs, path: Path) -> bool:
-    pts = [(r["name"], context_points(r)) for r in runs]
-    pts = [(n, p) for n, p in pts if p and p["memory"] is not None and p["seconds"] is not None]
+    return plot_context_points([context_points(r) for r in runs], path)
+
+
+def plot_context_points(points: list[dict | None], path: Path) -> bool:
+    """Memory vs rollout time, one point per {policy, budget, memory, seconds}."""
+    pts = [p for p in points if p and p["memory"] is not None and p["seconds"] is not None]
     if not pts:
         return False
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for n, p in pts:
+    for p in pts:
         ax.scatter(p["seconds"], p["memory"], s=40)
         ax.annotate(f"{p['policy']} (budget {p['budget']})", (p["seconds"], p["memory"]), fontsize=7)
     ax.set_xlabel("rollout wall time (s)")

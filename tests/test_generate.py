@@ -1,6 +1,5 @@
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -9,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from processes import run_and_kill
 from worldgate.cli import main
 from worldgate.generate.records import is_complete, list_records, load_record
 from worldgate.generate.runner import run_generate
@@ -95,18 +95,15 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # kill right after a record lands, then at fixed delays that fall inside rendering or encoding
     for kill_after, delay in ((1, 0.0), (2, 0.15), (None, 1.3), (None, 1.9)):
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t0 = time.time()
-        while time.time() - t0 < 120 and p.poll() is None:
-            if kill_after is not None and out.exists() and len(list_records(out)) >= kill_after:
+        def when(elapsed, kill_after=kill_after, delay=delay):
+            if kill_after is None:
+                return elapsed >= delay
+            if out.exists() and len(list_records(out)) >= kill_after:
                 time.sleep(delay)
-                break
-            if kill_after is None and time.time() - t0 >= delay:
-                break
-            time.sleep(0.01)
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+                return True
+            return False
+
+        run_and_kill(cmd, env, when)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     recs = list_records(out)

@@ -5,10 +5,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from processes import run_and_kill
 from worldgate.adapters import AdapterError, get_adapter, list_models
-from worldgate.evaluate.features import FeatureError, compute_features, open_record
-from worldgate.evaluate.runner import evaluate_run, extractors_for
-from worldgate.evaluate.features import FeatureCache
+from worldgate.evaluate.features import FeatureError, open_record
+from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.records import list_records, load_record
 from worldgate.generate.runner import run_generate
 from worldgate.generate.video import VideoWriter, probe_video
@@ -41,11 +39,8 @@ def test_soak_random_kills_then_resume(tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     rng = np.random.default_rng(7)
     for _ in range(10):
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(float(rng.uniform(0.3, 2.5)))
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        at = float(rng.uniform(0.3, 2.5))
+        run_and_kill(cmd, env, lambda elapsed, at=at: elapsed >= at)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     recs = list_records(out)

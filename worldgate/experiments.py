@@ -47,7 +47,7 @@ class _PeakRSS:
 def compare_context(model: str, suite: str, policies: list[str], budget: int | None, out: str | Path, *,
                     data: str | None = None, limit: int | None = None, overrides: list[str] | None = None,
                     seed: int = 0, full: bool = False, progress: bool = False) -> dict:
-    from worldgate.evaluate.report import plot_context, revisit_decay
+    from worldgate.evaluate.report import plot_context_points, revisit_decay
     from worldgate.evaluate.runner import evaluate_run
     from worldgate.generate.runner import run_generate
 
@@ -86,10 +86,8 @@ def compare_context(model: str, suite: str, policies: list[str], budget: int | N
     (out / "compare.md").write_text(md)
     (out / "compare.json").write_text(json.dumps({"model": model, "suite": suite, "budget": budget, "rows": rows},
                                                  indent=2))
-    runs = [{"name": r["policy"], "results": {"config": {"run_config": {"context": {"name": r["policy"],
-             "budget": budget}}}, "metrics": {"revisit_memory": {"mean": r["revisit_memory"]}}},
-             "samples": [{"timing": {"rollout_s": r["rollout_s"]}}]} for r in rows]
-    plot_context(runs, out / "context.png")
+    plot_context_points([{"policy": r["policy"], "budget": budget, "memory": r["revisit_memory"],
+                          "seconds": r["rollout_s"]} for r in rows], out / "context.png")
     return {"rows": rows, "markdown": md, "out": out}
 
 

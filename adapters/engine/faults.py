@@ -170,54 +170,51 @@ class ForgetEngine(_Fault):
 
 class FreezeEngine(_Fault):
     info = _info("engine-freeze", "fault: scene events only progress while they are in view (frozen when unseen)")
+    RUNS_UNSEEN = False  # an event's own clock runs while it is out of view
 
     def rollout(self, plan, context=None, seed: int = 0, with_gt: bool = False):
-        self._clock = None  # per event: (effective time, last real time, visible in the last frame)
+        self._clock = None  # per event: its own time, the last real time, in view last frame, when it left the view
         yield from super().rollout(plan, context, seed, with_gt)
+
+    def advance(self, c: dict, t: float) -> None:
+        if c["seen"] or self.RUNS_UNSEEN:
+            c["t"] += t - c["last"]
+        c["last"] = t
 
     def event_state(self, world, t):
         if self._clock is None:
-            self._clock = {ev.iid: [0.0, t, True] for ev in world.events}
+            self._clock = {ev.iid: {"t": 0.0, "last": t, "seen": True, "left": None} for ev in world.events}
         state = np.full(len(world.inst_mode), 1e9, np.float32)
         tint = world.inst_tint.copy()
         for ev in world.events:
             c = self._clock[ev.iid]
-            if c[2] or self._clock_runs_unseen():  # frozen while unseen, unless a subclass lets it run
-                c[0] += t - c[1]
-            c[1] = t
-            p = ev.progress(c[0])
+            self.advance(c, t)
+            p = ev.progress(c["t"])
             if ev.kind in ("grow", "vanish"):
                 state[ev.iid] = p * ev.levels
             elif ev.kind == "recolor":
                 tint[ev.iid] = (1 - p) * np.asarray(ev.tint_from) + p * np.asarray(ev.tint_to)
         return state, tint
 
-    def _clock_runs_unseen(self):
-        return False
-
     def end_frame(self, i, rgb, ids):
         vis = set(np.unique(ids).tolist())
         for iid, c in (self._clock or {}).items():
-            c[2] = iid in vis
+            c["seen"] = iid in vis
 
 
 class ResetEngine(FreezeEngine):
     info = _info("engine-reset", "fault: a scene event out of view for 0.5 s restarts from its initial state")
+    RUNS_UNSEEN = True
     RESET_S = 0.5
 
-    def event_state(self, world, t):
-        if self._clock is not None:
-            for c in self._clock.values():
-                if not c[2]:
-                    c.append(t) if len(c) == 3 else None  # when it left the view
-                elif len(c) == 4:
-                    if t - c[3] >= self.RESET_S:
-                        c[0] = 0.0  # it comes back as it was at the start
-                    del c[3]
-        return super().event_state(world, t)
-
-    def _clock_runs_unseen(self):
-        return True
+    def advance(self, c: dict, t: float) -> None:
+        if not c["seen"]:
+            c["left"] = t if c["left"] is None else c["left"]
+        elif c["left"] is not None:
+            if t - c["left"] >= self.RESET_S:
+                c["t"] = 0.0  # it comes back as it was at the start
+            c["left"] = None
+        super().advance(c, t)
 
 
 class BlurEngine(_Fault):
