@@ -127,7 +127,7 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
 
 class PoseExtractor(Extractor):
     name = "poses"
-    version = "10"
+    version = "11"
     backend = "classical"
     max_side = 256
     GAP = 2  # frame i vs i+2 for i = 0, 2, 4, ...: the flow's pairing, chained without overlap
@@ -142,26 +142,31 @@ class PoseExtractor(Extractor):
         self.last: np.ndarray | None = None  # grey level of the last frame that starts a pair (i = 0, GAP, 2 GAP, ...)
         self.K = self.Ki = None
         self.width = 0  # analysis width
-        self.rows = {k: [] for k in ("R", "t", "rot_amp", "trans_amp", "rot_flow_x", "trans_flow", "valid", "n")}
+        self.seen = 0  # frames seen
+        self.pairs: dict[int, tuple | None] = {}  # i -> the row of pair (i - GAP) -> i (None: not estimated)
 
     def needs_frame(self, i):
         return i % self.GAP == 0
 
     def update(self, i, frame):
         # one row per pair (i - GAP) -> i; only non-overlapping pairs 0->2, 2->4, ... are estimated (they chain without
-        # double counting), the others are placeholders, so frames that only they would use are never looked at
-        if i >= self.GAP and (i - self.GAP) % self.GAP:
-            self._skip()
+        # double counting), the others are placeholders, so frames that only they would use are never looked at. The
+        # pairs are independent: each is a job the pool may run beside the next (this extractor is the longest).
+        self.seen = i + 1
         if i % self.GAP:
-            return
+            return None
         g = _gray_norm(frame)
         if self.K is None:
             self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
             self.Ki = np.linalg.inv(self.K)
             self.width = g.shape[1]
-        if self.last is not None:
-            self._pair(self.last, g)
-        self.last = g
+        a, self.last = self.last, g
+        if a is None:
+            return None
+
+        def job():
+            self.pairs[i] = self._pair(a, g)
+        return job
 
     def _pair(self, a, b):
         p0 = cv2.goodFeaturesToTrack(a, self.MAX_CORNERS, 0.01, 6, blockSize=5)
@@ -180,25 +185,21 @@ class PoseExtractor(Extractor):
                 moving = mv > self.LOCKED_FRAC * med
                 if moving.sum() >= 12:
                     p0, p1 = p0[moving], p1[moving]
-        if not ok:
-            self._skip()
-            return
-        self._estimate(p0, p1)
+        return self._estimate(p0, p1) if ok else None
 
-    def _skip(self):
-        """A pair that is not estimated (odd pairs, or too few tracks): identity, marked invalid."""
-        for k, v in (("R", np.eye(3)), ("t", np.zeros(3)), ("rot_amp", 0.0), ("trans_amp", 0.0),
-                     ("rot_flow_x", 0.0), ("trans_flow", 0.0), ("valid", False), ("n", 0)):
-            self.rows[k].append(v)
+    #: the row of a pair that is not estimated (odd pairs, or too few tracks): identity, marked invalid
+    _SKIP = (np.eye(3), np.zeros(3), 0.0, 0.0, 0.0, 0.0, False, 0)
+    _ROW = ("R", "t", "rot_amp", "trans_amp", "rot_flow_x", "trans_flow", "valid", "n")
 
     def _estimate(self, p0, p1):
-        rows, K, Ki = self.rows, self.K, self.Ki
+        K, Ki = self.K, self.Ki
         s = REF_WIDTH / self.width
         h0 = _homogeneous(p0) @ Ki.T  # normalised rays
         # rotation-only model: p1 ~ K R K^-1 p0, R fitted to the bearings (Kabsch), refitted without outliers
         # on the inliers of a RANSAC homography (mistracked points never bend the fit)
         h1 = _homogeneous(p1) @ Ki.T
-        _, inl = cv2.findHomography(p0, p1, cv2.RANSAC, 1.0)
+        # USAC_FAST (PROSAC + local optimisation): ~20 % less pose time than plain RANSAC; rotations agree to 1e-3
+        _, inl = cv2.findHomography(p0, p1, cv2.USAC_FAST, 1.0)
         inl = inl.reshape(-1).astype(bool) if inl is not None else np.ones(len(p0), bool)
         Rh = rotation_between(h0[inl], h1[inl]) if inl.sum() >= 8 else rotation_between(h0, h1)
         pr = _project(K, h0 @ Rh.T)
@@ -223,23 +224,19 @@ class PoseExtractor(Extractor):
         rot_flow = pr - p0  # rotation-induced flow of each track
         # what rotation does not explain is parallax from translation; the rotation-only model has none
         trans_flow = p1 - pr if np.any(t) else np.zeros_like(p1)
-        rows["R"].append(R)  # x_b = R x_a + t  (camera a -> camera b)
-        rows["t"].append(t)
         rx = float(_median(rot_flow[:, 0]))
-        rows["rot_amp"].append(float(abs(rx) * s))
         tx = trans_flow[:, 0] * s
         p95, p5 = _percentiles(np.abs(tx), (95, 5))
-        rows["trans_amp"].append(float(p95 - p5 + abs(_median(tx))))
-        rows["rot_flow_x"].append(float(rx * s))
-        rows["trans_flow"].append(float(_median(np.linalg.norm(trans_flow, axis=1)) * s))
-        rows["valid"].append(True)
-        rows["n"].append(len(p0))
+        # R, t: x_b = R x_a + t  (camera a -> camera b)
+        return (R, t, float(abs(rx) * s), float(p95 - p5 + abs(_median(tx))), float(rx * s),
+                float(_median(np.linalg.norm(trans_flow, axis=1)) * s), True, len(p0))
 
     def finish(self):
+        rows = [self.pairs.get(i) or self._SKIP for i in range(self.GAP, self.seen)]
         out = {}
-        for k, v in self.rows.items():
-            out[k] = np.asarray(v, bool if k == "valid" else (np.int32 if k == "n" else np.float64))
-        if len(out["R"]) == 0:
+        for k, col in zip(self._ROW, zip(*rows) if rows else [[]] * len(self._ROW)):
+            out[k] = np.asarray(col, bool if k == "valid" else (np.int32 if k == "n" else np.float64))
+        if len(rows) == 0:
             out["R"] = np.zeros((0, 3, 3))
             out["t"] = np.zeros((0, 3))
         out["K"] = self.K if self.K is not None else np.eye(3)
@@ -420,7 +417,7 @@ class QualityExtractor(Extractor):
 
 class GeometryExtractor(Extractor):
     name = "geometry"
-    version = "1"
+    version = "2"
     backend = "classical"
     max_side = 320
     MAX_FRAMES = 64
@@ -470,7 +467,9 @@ class GeometryExtractor(Extractor):
             if n >= 12:
                 a = pa[q]
                 b = pb[j[q]]
-                E, _ = cv2.findEssentialMat(a, b, K, cv2.RANSAC, 0.999, 1.0)
+                # USAC (PROSAC sampling + local optimisation): ~2.5x faster than plain RANSAC here and a tighter fit
+                # (median Sampson error ~20 % lower on Engine GT and on drift alike, so their ratio is unchanged)
+                E, _ = cv2.findEssentialMat(a, b, K, cv2.USAC_ACCURATE, 0.999, 1.0)
                 if E is not None and E.shape == (3, 3):
                     e = float(_median(sampson(E, a, b, K)))
         self.rows["err"].append(e)

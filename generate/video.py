@@ -98,12 +98,16 @@ def probe_video(path: str | Path) -> VideoInfo:
     return VideoInfo(int(m.group(1)), int(m.group(2)), fps, int(frames), float(secs))
 
 
-def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None):
+def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None,
+                decoder_threads: int | None = None):
     """Yield uint8 RGB frames (H, W, 3), optionally resized by ffmpeg to ``size`` = (width, height). ``meta_out``
-    receives the container's metadata (``fps``, ``source_size``) before the first frame is yielded."""
+    receives the container's metadata (``fps``, ``source_size``) before the first frame is yielded.
+    ``decoder_threads``: ffmpeg's decoding threads (None: ffmpeg's choice, one per core)."""
     import imageio_ffmpeg
 
     kw = {"output_params": ["-vf", f"scale={size[0]}:{size[1]}:flags=area"]} if size else {}
+    if decoder_threads:
+        kw["input_params"] = ["-threads", str(int(decoder_threads))]
     gen = imageio_ffmpeg.read_frames(str(path), pix_fmt="rgb24", **kw)
     meta = gen.__next__()
     if meta_out is not None:
