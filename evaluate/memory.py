@@ -3,11 +3,12 @@ the video alone, scored against a fixed reference from the initial hold V (../sh
 
 Feature (classical backend, CPU, no weights): ``TargetExtractor`` reads the record's ``targets.npz`` (masks of the
 targets in frame 0 and their kinds: human, object, event). Each target's reference comes from phase V: the mean
-colour descriptor inside its mask over V's frames, and its GrabCut silhouette in frame 0. In every revisit phase
-R_k the target is detected by normalised cross-correlation of its frame-0 template inside a search window (the
-tracking backend); on the frame where it is detected best, the colour descriptor inside the mask moved there and
-its GrabCut silhouette (initialised from that mask) are measured, the silhouette after crop - resize - centre on a
-common canvas.
+colour descriptor inside its mask over V's frames, GrabCut's colour models of the target and its surroundings, and
+its silhouette in frame 0 cut with those models. In every revisit phase R_k (its frames and the frame it arrives at)
+the target is detected by normalised cross-correlation of its frame-0 template inside a search window (the tracking
+backend); on the frame where it is detected best, the colour descriptor inside the mask moved there and its
+silhouette (GrabCut initialised from that mask, with the reference's colour models held fixed) are measured, the
+silhouette after crop - resize - centre on a common canvas.
 
 Metrics (pure, cheap; ``S_rollout = mean_u (1/K) sum_k s_{u,k}``; a revisit without a valid observation — the
 target not detected, NCC below ``memory_min_match`` — scores 0):
@@ -78,10 +79,9 @@ def masked_embedding(frame: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (v / max(np.linalg.norm(v), 1e-12)).astype(np.float32)
 
 
-def grabcut_silhouette(frame: np.ndarray, mask: np.ndarray, iters: int = 4) -> np.ndarray:
-    """GrabCut initialised from ``mask``: its eroded core is sure foreground, the rest of it probable foreground, a
-    ring around it (the box grown by 30 %) probable background, everything else background. The target's
-    silhouette as the image shows it."""
+def _grabcut_window(frame: np.ndarray, mask: np.ndarray):
+    """The GrabCut problem around ``mask``: its eroded core is sure foreground, the rest of it probable foreground, a
+    ring around it (the box grown by 30 %) probable background. Returns (BGR sub-image, labels, core, window)."""
     H, W = mask.shape
     x0, y0, x1, y1 = _bbox(mask)
     gx, gy = max(3, int(0.3 * (x1 - x0))), max(3, int(0.3 * (y1 - y0)))
@@ -92,12 +92,42 @@ def grabcut_silhouette(frame: np.ndarray, mask: np.ndarray, iters: int = 4) -> n
     gc = np.full(sub.shape[:2], cv2.GC_PR_BGD, np.uint8)
     gc[m.astype(bool)] = cv2.GC_PR_FGD
     gc[core] = cv2.GC_FGD
+    return sub, gc, core, (bx0, by0, bx1, by1)
+
+
+def grabcut_models(frame: np.ndarray, mask: np.ndarray, iters: int = 4):
+    """The target's and its surroundings' colour models (GrabCut's two GMMs), fitted where ``mask`` is in ``frame``
+    (the reference view). None when GrabCut cannot run (a mask without an interior)."""
+    sub, gc, _, _ = _grabcut_window(frame, mask)
     if (gc != cv2.GC_PR_BGD).all():
-        return mask.copy()
+        return None
     bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
     cv2.setRNGSeed(0)
     try:
         cv2.grabCut(sub, gc, None, bgd, fgd, iters, cv2.GC_INIT_WITH_MASK)
+    except cv2.error:
+        return None
+    return bgd, fgd
+
+
+def grabcut_silhouette(frame: np.ndarray, mask: np.ndarray, models=None, iters: int = 4) -> np.ndarray:
+    """The target's silhouette as the image shows it: GrabCut initialised from ``mask`` (see _grabcut_window), the
+    component holding the sure core. With ``models`` (from grabcut_models on the reference view) the colour models are
+    held fixed, so reference and revisit are cut by the same rule and only what the images show differs (a freshly
+    fitted model re-draws the boundary on every frame: ~5 % IoU of noise on identical views of H.264 video); without,
+    they are fitted on this frame."""
+    H, W = mask.shape
+    sub, gc, core, (bx0, by0, bx1, by1) = _grabcut_window(frame, mask)
+    if (gc != cv2.GC_PR_BGD).all():
+        return mask.copy()
+    cv2.setRNGSeed(0)
+    try:
+        if models is None:
+            bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+            cv2.grabCut(sub, gc, None, bgd, fgd, iters, cv2.GC_INIT_WITH_MASK)
+        else:
+            bgd, fgd = models[0].copy(), models[1].copy()
+            cv2.grabCut(sub, gc, None, bgd, fgd, 1, cv2.GC_EVAL_FREEZE_MODEL)
     except cv2.error:
         return mask.copy()
     fg = ((gc == cv2.GC_FGD) | (gc == cv2.GC_PR_FGD)).astype(np.uint8)
@@ -112,8 +142,15 @@ def grabcut_silhouette(frame: np.ndarray, mask: np.ndarray, iters: int = 4) -> n
 
 
 def revisit_phases(trajectory: dict) -> list[tuple[str, int, int]]:
+    """(name, a, b) of every revisit phase R_k: its commands act on frames a..b-1, and frame b is the view they
+    arrive at (the return itself), so a revisit is looked for in frames a..b inclusive (see revisit_range)."""
     return [(p["name"], int(p["frames"][0]), int(p["frames"][1])) for p in trajectory.get("phases", [])
             if p["name"].startswith("R") and p["frames"][1] > p["frames"][0]]
+
+
+def revisit_range(a: int, b: int, n_frames: int) -> range:
+    """Frames of a revisit phase [a, b): its own and the frame b it arrives at, when the video has it."""
+    return range(a, min(b + 1, n_frames) if n_frames else b)
 
 
 class TargetExtractor(Extractor):
@@ -122,7 +159,7 @@ class TargetExtractor(Extractor):
     the V reference inside the mask moved there, and the IoU of canonical silhouettes (reference vs revisit)."""
 
     name = "targets"
-    version = "6"
+    version = "7"
     backend = "classical"
     max_side = 256
 
@@ -141,13 +178,16 @@ class TargetExtractor(Extractor):
                       for m in self.targets["masks"]]
         self.boxes = [_bbox(m) if m.any() else None for m in self.masks]
         self.templates = [frame[b[1]:b[3], b[0]:b[2]].copy() if b else None for b in self.boxes]
-        self.ref_sil = [canonical(grabcut_silhouette(frame, m)) if m.any() else None for m in self.masks]
+        self.models = [grabcut_models(frame, m) if m.any() else None for m in self.masks]
+        self.ref_sil = [canonical(grabcut_silhouette(frame, m, mo)) if m.any() else None
+                        for m, mo in zip(self.masks, self.models)]
         self.v_emb = [[] for _ in self.masks]
         self.ref = True
 
     def _phase(self, i):
+        n = self.rec.n_frames
         for k, (_, a, b) in enumerate(self.phases):
-            if a <= i < b:
+            if i in revisit_range(a, b, n):
                 return k
         return None
 
@@ -209,7 +249,7 @@ class TargetExtractor(Extractor):
                 score[u, k], frame[u, k] = sc, i
                 r = ref / max(np.linalg.norm(ref), 1e-12)
                 cos[u, k] = float(np.dot(r, masked_embedding(img, moved)))
-                io[u, k] = iou(canonical(grabcut_silhouette(img, moved)), self.ref_sil[u])
+                io[u, k] = iou(canonical(grabcut_silhouette(img, moved, self.models[u])), self.ref_sil[u])
         return {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
                 "score": score, "cos": cos, "iou": io, "frame": frame,
                 "phases": np.asarray([p[0] for p in self.phases], "U8")}
@@ -251,7 +291,10 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
     out = []
     prev_end = 0
     for name, a, b in phases:
-        frames = list(range(a, b, STRIDE))
+        r = revisit_range(a, b, n)
+        frames = list(range(r.start, r.stop, STRIDE))
+        if r.stop - 1 > frames[-1] if frames else False:
+            frames.append(r.stop - 1)  # the arrival view is always among them
         if not frames:
             continue
         if O is not None:
