@@ -314,3 +314,139 @@ def test_generate_end_to_end_from_a_saved_tiny_pipeline(tiny, image_case, tmp_pa
     assert meta["achieved"]["frames"] == 9 and meta["achieved"]["width"] == 64 and meta["achieved"]["fps"] == 16
     assert (out / "tiny" / "native" / "c2w.npy").is_file() and (out / "tiny" / "native" / "command.txt").is_file()
     assert np.load(out / "tiny" / "poses.npy").shape == (9, 4, 4)
+
+
+# ------------------------------------------------------------- stage 2: the refiner's KV cache driven by a policy
+def tiny_refiner(latent_channels: int = 4):
+    """A random SanaWMLTX2Refiner (diffusers 0.42.1 classes) without its Gemma-3 text side: the prompt embedding is
+    a fixed random tensor (the cache logic under test never sees the text encoder)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    from diffusers.models.transformers.transformer_sana_wm_refiner import SanaWMLTX2RefinerTransformer3DModel
+    from diffusers.pipelines.sana_wm.refiner import SanaWMLTX2Refiner
+
+    torch.manual_seed(0)
+    tr = SanaWMLTX2RefinerTransformer3DModel(
+        in_channels=latent_channels, out_channels=latent_channels, num_attention_heads=2, attention_head_dim=8,
+        cross_attention_dim=16, caption_channels=16, num_layers=2, audio_in_channels=4, audio_out_channels=4,
+        audio_num_attention_heads=1, audio_attention_head_dim=8, audio_cross_attention_dim=8)
+    ref = SanaWMLTX2Refiner(transformer=tr, connectors=None, tokenizer=None, text_encoder=None,
+                            scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0))
+    ref.set_progress_bar_config(disable=True)
+    emb, mask = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(1)), torch.ones(1, 5, dtype=torch.long)
+    ref._encode_prompt = lambda prompt, device, dtype: (emb.to(device, dtype), mask.to(device))
+    return ref
+
+
+def _yaw_poses(yaw_deg):
+    from scipy.spatial.transform import Rotation
+
+    out = np.repeat(np.eye(4)[None], len(yaw_deg), axis=0)
+    out[:, :3, :3] = Rotation.from_euler("y", np.asarray(yaw_deg)[:, None], degrees=True).as_matrix()
+    return out
+
+
+def _lrlr_poses(n_pixels: int):
+    """Pixel-frame poses that turn left 90 degrees and back, twice."""
+    t = np.arange(n_pixels)
+    period = n_pixels / 2
+    return _yaw_poses(-90 * (1 - np.abs((t % period) / (period / 2) - 1)))
+
+
+@pytest.fixture(scope="module")
+def refiner():
+    return tiny_refiner()
+
+
+def _z(n_lat=11):
+    import torch
+
+    return torch.randn(1, 4, n_lat, 2, 3, generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize("budget", [2, 3])
+def test_sliding_window_is_upstream_refiner_with_its_trim(refiner, budget):
+    import torch
+    from worldgate.adapters.sana_wm import refine_with_context
+    from worldgate.generate.context import make_policy
+
+    z = _z()
+    c2w = _lrlr_poses(8 * (z.shape[2] - 1) + 1)
+    ours, log = refine_with_context(refiner, z, "p", fps=16.0, c2w=c2w, policy=make_policy("sliding_window", budget),
+                                    generator=torch.Generator().manual_seed(5))
+    theirs = refiner(z, "p", fps=16.0, kv_max_frames=1 + 3 * (budget - 1), generator=torch.Generator().manual_seed(5),
+                     output_type="latent")
+    assert torch.equal(ours, theirs)  # bit for bit: the same loop, the same cache contents
+    assert [r["held"] for r in log][1:] == [[0], [0, 1], [0, 1, 2], [0, 2, 3]][:1] + \
+        [sorted({0, *range(max(1, k - budget + 1), k)}) for k in range(2, 5)]
+    assert not torch.equal(theirs, refiner(z, "p", fps=16.0, kv_max_frames=1 + 3 * budget,
+                                           generator=torch.Generator().manual_seed(5), output_type="latent"))
+
+
+def test_full_kv_is_upstream_refiner_without_a_trim(refiner):
+    import torch
+    from worldgate.adapters.sana_wm import refine_with_context
+    from worldgate.generate.context import make_policy
+
+    z = _z()
+    c2w = _lrlr_poses(8 * (z.shape[2] - 1) + 1)
+    ours, log = refine_with_context(refiner, z, "p", fps=16.0, c2w=c2w, policy=make_policy("full_kv"),
+                                    generator=torch.Generator().manual_seed(5))
+    theirs = refiner(z, "p", fps=16.0, kv_max_frames=10**6, generator=torch.Generator().manual_seed(5),
+                     output_type="latent")
+    assert torch.equal(ours, theirs)
+    assert log[-1]["held"] == [0, 1, 2, 3] and log[-1]["history_tokens"] == 9 * 6  # 9 latent frames x 2x3 tokens
+
+
+def test_fov_cache_holds_exactly_the_selected_chunks(refiner):
+    import torch
+    from worldgate.adapters.sana_wm import refine_with_context, refiner_chunks, latent_to_pixel
+    from worldgate.generate.context import ChunkInfo, make_policy
+
+    z = _z(14)  # sink + blocks of 3: chunks 0..5 (the last holds one latent frame); pixel chunks start 1, 25, 49, ...
+    c2w = _yaw_poses(np.interp(np.arange(105), [0, 25, 49, 73, 97, 104], [0, -60, -150, -180, 0, 0]))
+    policy = make_policy("fov", 3)  # sink, the most recent chunk, one retrieved by view overlap
+    spans = refiner_chunks(z.shape[2])
+    infos = [ChunkInfo(k, *latent_to_pixel(*sp), c2w[slice(*latent_to_pixel(*sp))]) for k, sp in enumerate(spans)]
+    seen = []
+
+    def check(k, held, kv, chunk_kv):
+        assert held == sorted(policy.select(infos[:k], infos[k]))
+        hist = [c for c in held if c != 0]
+        for layer in range(len(kv)):
+            lc = kv.get(layer)
+            assert (lc.get_sink() is not None) == (0 in held)
+            h = lc.get_history()
+            if not hist:
+                assert h is None
+                continue
+            # the cache the block attended to is the captured K/V of exactly those chunks, in order, nothing else
+            assert torch.equal(h[0], torch.cat([chunk_kv[c][layer][0] for c in hist], dim=1))
+            assert torch.equal(h[1], torch.cat([chunk_kv[c][layer][1] for c in hist], dim=1))
+            assert h[0].shape[1] == sum(spans[c][1] - spans[c][0] for c in hist) * 2 * 3
+        seen.append(held)
+
+    _, log = refine_with_context(refiner, z, "p", fps=16.0, c2w=c2w, policy=policy, on_block=check,
+                                 generator=torch.Generator().manual_seed(5))
+    assert len(seen) == len(spans) - 1 and [r["held"] for r in log[1:]] == seen
+    assert all(len(h) <= 3 for h in seen)
+    # back at the start view, retrieval holds chunk 1 (which saw it), not chunk 3 (the one a window would keep)
+    assert seen[-1] == [0, 1, 4]
+
+
+def test_rollout_with_refiner_writes_the_held_chunks(tiny, refiner, image_case):
+    from worldgate.generate.context import make_policy
+
+    a = get_adapter("sana-wm", **TINY)
+    a.load("cpu", pipeline=tiny, refiner=refiner)
+    image_case.trajectory = Trajectory.parse("L1 R1")  # 32 commanded frames -> 33 pixel frames, 5 latent frames
+    plan = a.plan(image_case)
+    chunks = list(a.rollout(plan, context=make_policy("sliding_window", 2), seed=0))
+    assert [c.start for c in chunks] == [0, 1, 25] and sum(len(c.frames) for c in chunks) == plan.n_frames == 33
+    assert [c.context_ids for c in chunks] == [[], [0], [0, 1]]
+    assert chunks[2].extra["kv_bytes"] > chunks[1].extra["kv_bytes"] > 0
+    b = get_adapter("sana-wm", **TINY)
+    b.pipe = tiny
+    with pytest.raises(AdapterError, match="refiner=DIR"):
+        next(b.rollout(plan, context=make_policy("fov", 3)))
