@@ -261,10 +261,143 @@ class LearnedQuality(Extractor):
         return {k: np.asarray(v, np.float64) for k, v in self.rows.items()}
 
 
+class LearnedTargets(Extractor):
+    """WorldMemBench targets under the learned backend: found at each revisit as the classical extractor finds them
+    (template detection in a search window; evaluate/memory.py), described by DINOv2 patch tokens inside the mask
+    (L2-normalised tokens weighted by the mask's share of each patch, re-normalised; METRICS.md "DINOv2 features inside
+    the person mask"). No silhouettes: object geometry needs a video segmentation model (reported unavailable)."""
+
+    name = "targets"
+    version = "1"
+    backend = "learned"
+    max_side = 256
+
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu"):
+        from .memory import TargetExtractor
+
+        outer = self
+
+        class _Targets(TargetExtractor):
+            SILHOUETTES = False
+
+            def embed(self, frame, masks):
+                return outer.embed(frame, masks)
+
+        self._inner = _Targets()
+        self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+
+    def _model(self):
+        if self.model is None:
+            from transformers import Dinov2Model
+
+            self.model = _load("targets", self.hf_id, lambda: Dinov2Model.from_pretrained(self.hf_id))
+        return self.model.eval().to(self.device)
+
+    def embed(self, frame: np.ndarray, masks: list) -> list:
+        import cv2
+
+        torch = _torch()
+        if not any(m.any() for m in masks):
+            return [None] * len(masks)
+        x = _to_tensor(frame, (self.size, self.size), IMAGENET_MEAN, IMAGENET_STD, self.device)
+        model = self._model()
+        with torch.inference_mode():
+            tok = model(pixel_values=x).last_hidden_state[0, 1:].float()
+            tok = torch.nn.functional.normalize(tok, dim=-1).cpu().numpy()
+        g = int(round(math.sqrt(tok.shape[0])))
+        out = []
+        for m in masks:
+            if not m.any():
+                out.append(None)
+                continue
+            w = cv2.resize(m.astype(np.float32), (g, g), interpolation=cv2.INTER_AREA).reshape(-1)
+            v = (w[:, None] * tok).sum(0) / max(float(w.sum()), 1e-9)
+            out.append((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32))
+        return out
+
+    def start(self, rec):
+        super().start(rec)
+        self._inner.start(rec)
+
+    def needs_frame(self, i):
+        return self._inner.needs_frame(i)
+
+    def update(self, i, frame):
+        return self._inner.update(i, frame)
+
+    def finish(self):
+        return self._inner.finish()
+
+    def config(self):
+        return {**super().config(), "model": self.hf_id, "size": self.size, "detection": "template NCC"}
+
+
+class LearnedMemoryDepth(Extractor):
+    """Depth Anything relative inverse depth, on a 32 x 32 grid, at frame 0 and at the frames of every revisit phase
+    (every ``STRIDE``-th and the arrival frame; evaluate/memory.py): the maps Depth Spearman and the Spherical
+    Reconstruction Score compare."""
+
+    name = "memory_depth"
+    version = "1"
+    backend = "learned"
+    max_side = 518
+    GRID = 32
+    STRIDE = 4
+
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu"):
+        self.depth = LearnedDepth(model=model, hf_id=hf_id, size=size, device=device)
+
+    def start(self, rec):
+        from .classical import analysis_K
+        from .memory import revisit_phases, revisit_range
+
+        super().start(rec)
+        n = rec.n_frames or 10**9
+        keep = set()
+        for _, a, b in revisit_phases(rec.trajectory):
+            r = revisit_range(a, b, rec.n_frames)
+            keep.update(range(r.start, r.stop, self.STRIDE))
+            keep.add(r.stop - 1)
+        self.keep = {0} | {i for i in keep if 0 <= i < n} if keep else set()
+        self.frames, self.maps, self.K = [], [], None
+        self._analysis_K = analysis_K
+
+    def needs_frame(self, i):
+        return i in self.keep
+
+    def update(self, i, frame):
+        import cv2
+
+        if frame is None or i not in self.keep:
+            return
+        torch = _torch()
+        d = self.depth
+        h, w = frame.shape[:2]
+        s = d.size / max(h, w)
+        size = (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
+        x = _to_tensor(frame, size, IMAGENET_MEAN, IMAGENET_STD, d.device)
+        with torch.inference_mode():
+            disp = d._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+        G = self.GRID
+        self.frames.append(i)
+        self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))
+        if self.K is None:  # the intrinsics of the G x G grid (x and y scaled separately)
+            self.K = np.diag([G / w, G / h, 1.0]) @ self._analysis_K(self.rec, w, h)
+
+    def finish(self):
+        return {"frame": np.asarray(self.frames, np.int32),
+                "depth": np.asarray(self.maps, np.float32).reshape(-1, self.GRID, self.GRID),
+                "K": self.K if self.K is not None else np.eye(3)}
+
+    def config(self):
+        return {**super().config(), "model": self.depth.hf_id, "grid": self.GRID, "stride": self.STRIDE}
+
+
 def learned_extractors(device: str = "cpu", **kw) -> list[Extractor]:
     try:
         import transformers  # noqa: F401
     except ImportError:
         raise FeatureError("the learned backend needs transformers: pip install -e '.[learned]'") from None
     return [LearnedFlow(device=device), LearnedDepth(device=device), LearnedAppearance(device=device),
-            LearnedQuality(device=device, head_path=kw.get("aesthetic_head"))]
+            LearnedQuality(device=device, head_path=kw.get("aesthetic_head")), LearnedTargets(device=device),
+            LearnedMemoryDepth(device=device)]

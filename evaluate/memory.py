@@ -16,8 +16,12 @@ target not detected, NCC below ``memory_min_match`` — scores 0):
   object_geometry                      s = IoU of canonical silhouettes (reference vs revisit)
   environment_visible                  s = clip(cos(global appearance of frame 0, of the R_k frame closest in
                                        estimated orientation to frame 0), 0, 1)
-  human_identity                       unavailable under classical (needs ArcFace)
-  depth_spearman, spherical_reconstruction  unavailable under classical (rotation-only revisits carry no parallax)
+  human_identity                       unavailable (needs ArcFace, not packaged here)
+  depth_spearman, spherical_reconstruction  learned backend: Depth Anything at frame 0 and at the revisit frames
+                                       (``memory_depth``); unavailable under classical (rotation-only revisits carry
+                                       no parallax)
+Under ``--backend learned`` the appearance descriptor is DINOv2 patch tokens pooled inside the mask, and object
+geometry is unavailable (no packaged video segmentation model).
 Per-revisit values and the orientation errors are kept in the detail for the decay and return-qualified analyses.
 """
 
@@ -178,9 +182,10 @@ class TargetExtractor(Extractor):
                       for m in self.targets["masks"]]
         self.boxes = [_bbox(m) if m.any() else None for m in self.masks]
         self.templates = [frame[b[1]:b[3], b[0]:b[2]].copy() if b else None for b in self.boxes]
-        self.models = [grabcut_models(frame, m) if m.any() else None for m in self.masks]
-        self.ref_sil = [canonical(grabcut_silhouette(frame, m, mo)) if m.any() else None
-                        for m, mo in zip(self.masks, self.models)]
+        if self.SILHOUETTES:
+            self.models = [grabcut_models(frame, m) if m.any() else None for m in self.masks]
+            self.ref_sil = [canonical(grabcut_silhouette(frame, m, mo)) if m.any() else None
+                            for m, mo in zip(self.masks, self.models)]
         self.v_emb = [[] for _ in self.masks]
         self.ref = True
 
@@ -200,9 +205,9 @@ class TargetExtractor(Extractor):
         if self.ref is None:
             self._setup(frame)
         if self.v_range[0] <= i < max(self.v_range[1], 1):
-            for u, m in enumerate(self.masks):
-                if m.any():
-                    self.v_emb[u].append(masked_embedding(frame, m))
+            for u, e in enumerate(self.embed(frame, self.masks)):
+                if e is not None:
+                    self.v_emb[u].append(e)
         k = self._phase(i)
         if k is None:
             return
@@ -219,6 +224,14 @@ class TargetExtractor(Extractor):
             _, score, _, loc = cv2.minMaxLoc(cv2.matchTemplate(win, tpl, cv2.TM_CCOEFF_NORMED))
             if np.isfinite(score) and score > self.best.get((u, k), (-2.0,))[0]:
                 self.best[(u, k)] = (float(score), i, frame.copy(), (x0 + loc[0] - b[0], y0 + loc[1] - b[1]))
+
+    #: whether silhouettes are cut (object geometry); a backend without a segmentation model leaves them out
+    SILHOUETTES = True
+
+    def embed(self, frame: np.ndarray, masks: list) -> list:
+        """Appearance descriptor inside each mask (None for an empty mask): the colour descriptor here; the learned
+        backend pools DINOv2 patch tokens instead."""
+        return [masked_embedding(frame, m) if m.any() else None for m in masks]
 
     def _moved(self, u, d):
         m = self.masks[u]
@@ -248,8 +261,9 @@ class TargetExtractor(Extractor):
                     continue
                 score[u, k], frame[u, k] = sc, i
                 r = ref / max(np.linalg.norm(ref), 1e-12)
-                cos[u, k] = float(np.dot(r, masked_embedding(img, moved)))
-                io[u, k] = iou(canonical(grabcut_silhouette(img, moved, self.models[u])), self.ref_sil[u])
+                cos[u, k] = float(np.dot(r, self.embed(img, [moved])[0]))
+                io[u, k] = iou(canonical(grabcut_silhouette(img, moved, self.models[u])), self.ref_sil[u]) \
+                    if self.SILHOUETTES else np.nan
         return {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
                 "score": score, "cos": cos, "iou": io, "frame": frame,
                 "phases": np.asarray([p[0] for p in self.phases], "U8")}
@@ -332,6 +346,10 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
         out["environment_visible"] = na("no appearance feature")
     for metric, kinds, col in (("human_appearance", ("human",), "cos"), ("object_appearance", ("object",), "cos"),
                                ("object_geometry", ("object",), "iou")):
+        if metric == "object_geometry" and backend == "learned":
+            out[metric] = na("silhouettes need a video segmentation model (SAM2), which has no packaged path here; "
+                             "use --backend classical (GrabCut)")
+            continue
         if T is None or int(T["n_targets"]) == 0:
             out[metric] = na("the record has no targets (targets.npz with masks in the conditioning frame)")
             continue
@@ -347,10 +365,91 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
         out[metric] = Score(float(np.mean(per_u)), detail={"targets": len(us), "per_revisit": per_rev})
     out["human_identity"] = na("face identity needs ArcFace: no honest classical stand-in") if backend == "classical" \
         else na("ArcFace is not packaged in this build")
-    why = "depth at revisits needs a depth model: rotation-only revisits carry no parallax for classical depth"
-    out["depth_spearman"] = na(why)
-    out["spherical_reconstruction"] = na(why)
+    D = feat.get("memory_depth")
+    if backend == "classical" or D is None:
+        why = "depth at revisits needs a depth model: rotation-only revisits carry no parallax for classical depth"
+        out["depth_spearman"] = na(why)
+        out["spherical_reconstruction"] = na(why)
+    else:
+        out.update(depth_memory_scores(D, revs, feat, rec, P))
     return out
+
+
+def _nearest_depth(D: dict, frame: int):
+    fr = np.asarray(D["frame"])
+    if len(fr) == 0:
+        return None, None
+    j = int(np.argmin(np.abs(fr - frame)))
+    return int(fr[j]), np.asarray(D["depth"][j], np.float64)
+
+
+def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dict) -> dict:
+    """Environment Depth Spearman and Spherical Reconstruction Score from the ``memory_depth`` feature (relative
+    inverse depth on a grid at frame 0 and at revisit frames), at each revisit's frame (closest in estimated
+    orientation to frame 0, as Environment Visible). A revisit without depth near its frame scores 0."""
+    from scipy.stats import spearmanr
+
+    from .metrics import Score, na
+
+    f0, ref = _nearest_depth(D, 0)
+    if ref is None or f0 != 0:
+        return {m: na("no depth of the conditioning frame") for m in ("depth_spearman", "spherical_reconstruction")}
+    n = int(rec["trajectory"].get("n_frames", 0)) or int(max(D["frame"])) + 1
+    O = orientations(feat, n)
+    K = np.asarray(D["K"], np.float64)
+    rho, sph, used = [], [], []
+    for r in revs:
+        fk, dk = _nearest_depth(D, r["frame"])
+        if dk is None or abs(fk - r["frame"]) > int(P["memory_depth_max_gap"]):
+            rho.append(0.0)
+            sph.append(0.0)
+            used.append(None)
+            continue
+        c = spearmanr(ref.ravel(), dk.ravel()).statistic
+        rho.append(float(np.clip(c, 0.0, 1.0)) if np.isfinite(c) else 0.0)
+        Rk = np.eye(3) if O is None else O[min(fk, len(O) - 1)]
+        sph.append(spherical_score(ref, np.eye(3), dk, Rk, K, P))
+        used.append(fk)
+    det = {"frames": used, "orientation": "estimated" if O is not None else "assumed returned"}
+    return {"depth_spearman": Score(float(np.mean(rho)), detail={**det, "per_revisit": rho}),
+            "spherical_reconstruction": Score(float(np.mean(sph)), detail={**det, "per_revisit": sph})}
+
+
+def spherical_score(disp_a: np.ndarray, R_a: np.ndarray, disp_b: np.ndarray, R_b: np.ndarray, K: np.ndarray,
+                    P: dict) -> float:
+    """Spherical Reconstruction Score of two views (METRICS.md): each grid cell's ray (camera-to-world ``R``) is
+    binned on an azimuth x elevation grid and keeps its nearest log-range (range = 1 / relative inverse depth);
+    global scale is removed with delta = median over common bins of (H_b - G_b); a bin seen by only one view counts
+    as a missing or extra surface (0), a common bin scores max(0, 1 - |H_b - G_b - delta| / tol). Mean over the
+    union of occupied bins, in [0, 1]."""
+    bins = int(P["spherical_bins"])
+    tol = float(P["spherical_log_tol"])
+
+    def grid(disp, R):
+        h, w = disp.shape
+        ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
+        rays = np.stack([xs + 0.5, ys + 0.5, np.ones_like(xs)], -1).reshape(-1, 3) @ np.linalg.inv(K).T
+        rays = rays @ R.T
+        rays /= np.linalg.norm(rays, axis=1, keepdims=True)
+        az = np.arctan2(rays[:, 0], rays[:, 2])
+        el = np.arcsin(np.clip(-rays[:, 1], -1, 1))
+        ia = np.clip(((az + np.pi) / (2 * np.pi) * 2 * bins).astype(int), 0, 2 * bins - 1)
+        ie = np.clip(((el + np.pi / 2) / np.pi * bins).astype(int), 0, bins - 1)
+        logr = -np.log(np.maximum(disp.ravel(), 1e-6))
+        out = {}
+        for b, v in zip(zip(ia.tolist(), ie.tolist()), logr.tolist()):
+            if b not in out or v < out[b]:
+                out[b] = v
+        return out
+
+    A, B = grid(disp_a, R_a), grid(disp_b, R_b)
+    union = set(A) | set(B)
+    common = sorted(set(A) & set(B))
+    if not union or not common:
+        return 0.0
+    delta = float(np.median([A[b] - B[b] for b in common]))
+    s = sum(max(0.0, 1.0 - abs(A[b] - B[b] - delta) / tol) for b in common)
+    return float(s / len(union))
 
 
 def analyses(samples: list[dict]) -> dict:

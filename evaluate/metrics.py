@@ -18,6 +18,9 @@ import numpy as np
 PARAMS: dict[str, float] = {
     # WorldMemBench static memory: normalised cross-correlation below which a revisit has no valid observation
     "memory_min_match": 0.35,
+    "memory_depth_max_gap": 4,  # frames between a revisit frame and the nearest frame with depth (learned)
+    "spherical_bins": 24,  # elevation bins of the spherical grid (azimuth has twice as many)
+    "spherical_log_tol": 0.2231,  # log(1.25): a common bin whose ranges differ by 25 % (after delta) scores 0
     # shared
     "smooth_s": 0.3,  # speed smoothing window
     # motion stability
@@ -94,8 +97,9 @@ _info("human_appearance", "Human Appearance", "WorldMemBench", "0-1", needs=("ta
 _info("object_appearance", "Object Appearance", "WorldMemBench", "0-1", needs=("targets", "poses"))
 _info("object_geometry", "Object Geometry", "WorldMemBench", "0-1", needs=("targets", "poses"))
 _info("environment_visible", "Environment Visible", "WorldMemBench", "0-1", needs=("appearance", "poses"))
-_info("depth_spearman", "Environment Depth Spearman", "WorldMemBench", "0-1", needs=("depth maps",))
-_info("spherical_reconstruction", "Environment Spherical Reconstruction", "WorldMemBench", "0-1", needs=("depth maps",))
+_info("depth_spearman", "Environment Depth Spearman", "WorldMemBench", "0-1", needs=("memory_depth",))
+_info("spherical_reconstruction", "Environment Spherical Reconstruction", "WorldMemBench", "0-1",
+      needs=("memory_depth",))
 # WorldMemBench dynamic memory (evaluate/judge.py): gated 8-question protocol; measured probe or a VLM judge
 _info("dynamic_score", "Dynamic Memory", "WorldMemBench", "0-1", needs=("events",))
 _info("dynamic_p_start", "Dynamic Memory: p_start", "WorldMemBench", "0-1", needs=("events",))

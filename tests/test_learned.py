@@ -127,3 +127,61 @@ def test_musiq_imaging_through_pyiqa():
     with torch.inference_mode():
         want = float(musiq(torch.from_numpy(frames[4].astype(np.float32) / 255.0).permute(2, 0, 1)[None])) / 100.0
     assert out["imaging"][1] == pytest.approx(want, rel=1e-5)
+
+
+# ---------------------------------------------------- WorldMemBench static memory under the learned backend
+def test_spherical_score_properties():
+    from worldgate.evaluate.memory import spherical_score
+    from worldgate.evaluate.metrics import PARAMS
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(0)
+    K = np.array([[20.0, 0, 16], [0, 20.0, 16], [0, 0, 1]])
+    d = rng.uniform(0.2, 1.0, (32, 32))
+    I = np.eye(3)
+    assert spherical_score(d, I, d, I, K, PARAMS) == pytest.approx(1.0)
+    assert spherical_score(d, I, 3.0 * d, I, K, PARAMS) == pytest.approx(1.0)  # global scale is removed (delta)
+    other = rng.uniform(0.2, 1.0, (32, 32))
+    assert spherical_score(d, I, other, I, K, PARAMS) < 0.6  # a different surface
+    R = Rotation.from_euler("y", 30, degrees=True).as_matrix()
+    turned = spherical_score(d, I, d, R, K, PARAMS)
+    assert turned < 0.7  # the same map seen 30 degrees off: bins miss and land on other surfaces
+
+
+@pytest.fixture(scope="module")
+def wmb_run(tmp_path_factory):
+    from worldgate.trajectories.suites import load_suite
+
+    root = tmp_path_factory.mktemp("wmb-learned")
+    case = next(c for c in load_suite("worldmembench-engine") if c.id == "object-LR-00")
+    m = root / "cases.jsonl"
+    m.write_text(json.dumps(case.to_dict()) + "\n")
+    out = root / "gt"
+    assert run_generate("engine", str(m), out, overrides=["model.width=96", "model.height=96"],
+                        progress=False).exit_code == 0
+    return out
+
+
+def test_static_memory_learned_path(wmb_run):
+    """DINOv2 in the masks and Depth Anything at the revisit frames, through the real extractor code (tiny random
+    models): appearance and depth metrics are scored on [0, 1], geometry is said unavailable, never filled in."""
+    from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
+
+    dino, depth, *_ = tiny_models()
+    exs = [LearnedAppearance(model=dino), LearnedTargets(model=dino), LearnedMemoryDepth(model=depth, size=98)]
+    r = evaluate_run(wmb_run, backend="learned", extractors=exs, progress=False)
+    assert not r["errors"], r["errors"]
+    row = json.loads((wmb_run / "samples.jsonl").read_text())
+    assert {"targets@1-learned", "memory_depth@1-learned"} <= set(row["features"].values())
+    s, why = row["scores"], row["unavailable"]
+    for m in ("human_appearance", "object_appearance", "environment_visible", "depth_spearman",
+              "spherical_reconstruction"):
+        assert s[m] is not None and 0.0 <= s[m] <= 1.0, (m, s.get(m), why.get(m))
+    assert "SAM2" in why["object_geometry"] and "ArcFace" in why["human_identity"]
+    from worldgate.evaluate.features import FeatureCache, open_record
+
+    rec = open_record(wmb_run / "object-LR-00")
+    D = FeatureCache(wmb_run / ".features").get(rec, LearnedMemoryDepth(model=depth))
+    ph = [p for p in rec.trajectory["phases"] if p["name"] == "R1"][0]["frames"]
+    assert D["frame"][0] == 0 and ph[1] in D["frame"]  # the arrival frame of R1 has depth
+    assert D["depth"].shape[1:] == (32, 32) and np.isfinite(D["depth"]).all()
