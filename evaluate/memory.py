@@ -297,11 +297,13 @@ def _angle_deg(R: np.ndarray) -> np.ndarray:
 
 def revisit_frames(feat: dict, rec: dict) -> list[dict]:
     """Per revisit phase: the analysed frame closest in estimated orientation to frame 0, with its return error
-    and the phase's preceding departure angle."""
+    and the phase's preceding departure angle. A trajectory that never turns (the FRBL translation square) returns
+    by position, which orientation cannot tell: its revisit frame is the one the phase arrives at."""
     traj = rec["trajectory"]
     phases = revisit_phases(traj)
     n = int(traj.get("n_frames", 0)) or max((b for _, _, b in phases), default=0)
     O = orientations(feat, n)
+    turns = any(str(s.get("look", "idle")) != "idle" for s in traj.get("segments", [])) or not traj.get("segments")
     out = []
     prev_end = 0
     for name, a, b in phases:
@@ -311,7 +313,11 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
             frames.append(r.stop - 1)  # the arrival view is always among them
         if not frames:
             continue
-        if O is not None:
+        if O is not None and not turns:
+            dep = float(_angle_deg(O[prev_end:a]).max()) if a > prev_end else 0.0
+            out.append({"phase": name, "frame": frames[-1], "return_err_deg": float(_angle_deg(O[frames[-1]])),
+                        "departure_deg": dep, "frames": frames, "errs": None, "by": "arrival (no rotation)"})
+        elif O is not None:
             err = _angle_deg(O[frames])
             dep = float(_angle_deg(O[prev_end:a]).max()) if a > prev_end else 0.0
             best = frames[int(np.lexsort((-np.asarray(frames), np.round(err, 3)))[0])]
