@@ -86,8 +86,8 @@ def memory_runs(tmp_path_factory):
 def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
     gt, mem = memory_runs
     g, m = gt["metrics"], mem["metrics"]
-    assert g["human_appearance"]["mean"] > 0.9 and g["object_appearance"]["mean"] > 0.9
-    assert g["environment_visible"]["mean"] > 0.95
+    for metric in ("human_appearance", "object_appearance", "object_geometry", "environment_visible"):
+        assert g[metric]["mean"] >= 0.95, (metric, g[metric]["mean"])  # Engine GT: every available static metric
     assert m["human_appearance"]["mean"] < g["human_appearance"]["mean"] - 0.3  # re-invented people
     assert m["object_appearance"]["mean"] < g["object_appearance"]["mean"] - 0.3
     assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.02
