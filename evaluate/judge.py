@@ -9,9 +9,10 @@ leaves the item unavailable, never guessed.
 
 Two judges produce the answers, and every number says which one did:
 - ``measured`` (Engine records, classical backend): a video-measured state probe. ``EventExtractor`` follows each
-  event target's image region (from ``targets.npz``) on every frame, registered to the conditioning frame by phase
-  correlation, and records how far it has changed from frame 0; the answers are read off that curve at the end of
-  the initial hold, at each return to the starting view and at the last frame.
+  event target's image region (from ``targets.npz``) on every frame, registered to the conditioning frame by a
+  homography, and records how far it has changed from frame 0; the answers are read off that curve at the end of
+  the initial hold, on both sides of the interval the target is out of view (the item's ``gap``), at each return to
+  the starting view and at the last frame.
 - ``vlm`` (any record): a vision-language model loaded by Hugging Face id through transformers
   (``VLMJudge``), asked with the prompts in ``prompts/dynamic_memory.txt``.
 """
@@ -73,13 +74,23 @@ def parse_yes_no(text: str | None) -> bool | None:
 
 # ------------------------------------------------------------------------------------------- measured judge
 class EventExtractor(Extractor):
-    """Per event target and frame: how far its region differs from frame 0 (0..1), after registering the frame to
-    frame 0 by phase correlation (a shift of more than a third of the frame means the region is out of view: NaN)."""
+    """Per event target and frame: how far its region differs from frame 0 (0..1), measured on the frame warped back
+    onto frame 0 by a homography; NaN where less than ``BOX_SEEN`` of the region is in view. The homography is
+    chained frame to frame (Shi-Tomasi + LK, USAC) and, while enough of frame 0 is in view, re-fitted directly to
+    frame 0's own corners tracked from the chained guess (no drift on return). For the rotations WorldMemBench's
+    revisits are made of, a homography is the exact mapping, so the region is followed until it actually leaves the
+    frame and picked up as soon as it is back. The rest of the view (outside every event box and the sky) gives
+    the registration residual ``rest``."""
 
     name = "events"
-    version = "4"
+    version = "6"
     backend = "classical"
     max_side = 192
+    CORNERS = 200
+    MIN_TRACKS = 16
+    BOX_SEEN = 0.5  # share of an event box inside the view for its change to be measured (= adapter IN_VIEW)
+    REST_SEEN = 0.25  # share of the rest of frame 0 that must be in view for the residual to mean anything
+    LOCAL = 0.08  # residual (0-1) of a box's surroundings above which the box is not measured there (misaligned)
 
     def start(self, rec):
         super().start(rec)
@@ -94,7 +105,6 @@ class EventExtractor(Extractor):
 
     def _setup(self, frame):
         H, W = frame.shape[:2]
-        self.win = cv2.createHanningWindow((W, H - H // 3), cv2.CV_32F)
         self.ref = frame.astype(np.float32)
         self.boxes = []
         for item in self.dyn["events"]:
@@ -109,18 +119,56 @@ class EventExtractor(Extractor):
         self.keep = np.ones((H, W), bool)
         for x0, y0, x1, y1 in self.boxes:
             self.keep[y0:y1, x0:x1] = False
-        self.keep[: H // 3] = False  # the sky drifts (clouds): judge the ground and the things on it
-        self.gray0 = self._reg_view(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32))
-
-    def _reg_view(self, g):
-        """What registration looks at: the lower two thirds (no drifting sky), event boxes flattened (their change
-        must not pull the alignment)."""
-        H = g.shape[0]
-        g = g.copy()
-        fill = float(g[self.keep].mean()) if self.keep.any() else float(g.mean())
+        # each box's surroundings (the box grown by half its size, outside every box): where the registration is
+        # checked locally, since a homography misplaces what stands off the dominant plane (parallax)
+        self.rings = []
         for x0, y0, x1, y1 in self.boxes:
-            g[y0:y1, x0:x1] = fill
-        return np.ascontiguousarray(g[H // 3:])
+            gx, gy = max(3, (x1 - x0) // 2), max(3, (y1 - y0) // 2)
+            r = np.zeros((H, W), bool)
+            r[max(0, y0 - gy):min(H, y1 + gy), max(0, x0 - gx):min(W, x1 + gx)] = True
+            self.rings.append(r & self.keep)
+        self.keep[: H // 3] = False  # the sky drifts (clouds): judge the ground and the things on it
+        self.g0 = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        # frame 0's own corners, away from the events (they change) and the sky (it drifts)
+        self.p_ref = cv2.goodFeaturesToTrack(self.g0, 2 * self.CORNERS, 0.01, 5, mask=self.keep.astype(np.uint8),
+                                             blockSize=5)
+        self.G = np.eye(3)  # frame 0 -> this frame
+        self.prev = self.g0
+        self.ones = np.full((H, W), 255, np.uint8)
+
+    def _step(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """Homography a -> b from the lower two thirds' corners (the sky drifts)."""
+        H = a.shape[0]
+        m = np.zeros_like(a)
+        m[H // 3:] = 255
+        p0 = cv2.goodFeaturesToTrack(a, self.CORNERS, 0.01, 5, mask=m, blockSize=5)
+        if p0 is None or len(p0) < self.MIN_TRACKS:
+            return None
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, None, winSize=(15, 15), maxLevel=3)
+        good = st.reshape(-1) == 1
+        if good.sum() < self.MIN_TRACKS:
+            return None
+        Hm, inl = cv2.findHomography(p0[good], p1[good], cv2.USAC_FAST, 2.0)
+        return Hm if Hm is not None and inl is not None and inl.sum() >= self.MIN_TRACKS else None
+
+    def _direct(self, g: np.ndarray, G: np.ndarray) -> np.ndarray | None:
+        """Re-fit frame 0 -> g from frame 0's corners, tracked from where ``G`` puts them."""
+        if self.p_ref is None:
+            return None
+        H, W = g.shape
+        pred = cv2.perspectiveTransform(self.p_ref, G)
+        pr = pred.reshape(-1, 2)
+        inside = (pr[:, 0] >= 2) & (pr[:, 0] < W - 2) & (pr[:, 1] >= 2) & (pr[:, 1] < H - 2)
+        if inside.sum() < self.MIN_TRACKS:
+            return None
+        p0 = np.ascontiguousarray(self.p_ref[inside])
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(self.g0, g, p0, np.ascontiguousarray(pred[inside]), winSize=(15, 15),
+                                             maxLevel=3, flags=cv2.OPTFLOW_USE_INITIAL_FLOW)
+        good = st.reshape(-1) == 1
+        if good.sum() < self.MIN_TRACKS:
+            return None
+        Hm, inl = cv2.findHomography(p0[good], p1[good], cv2.USAC_FAST, 2.0)
+        return Hm if Hm is not None and inl is not None and inl.sum() >= self.MIN_TRACKS else None
 
     def needs_frame(self, i):
         return self.targets is not None and bool(self.dyn and self.dyn.get("events"))
@@ -131,31 +179,35 @@ class EventExtractor(Extractor):
         if self.ref is None:
             self._setup(frame)
         H, W = frame.shape[:2]
-        g = self._reg_view(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32))
-        (dx, dy), _ = cv2.phaseCorrelate(self.gray0, g, self.win)
-        self.shift.append((dx, dy))
+        g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        if i > 0:
+            step = self._step(self.prev, g)
+            G = step @ self.G if step is not None else self.G
+            direct = self._direct(g, G)
+            self.G = direct if direct is not None else G
+        self.prev = g
+        Ginv = np.linalg.inv(self.G)
+        warped = cv2.warpPerspective(frame, Ginv, (W, H), flags=cv2.INTER_LINEAR).astype(np.float32)
+        valid = cv2.warpPerspective(self.ones, Ginv, (W, H), flags=cv2.INTER_NEAREST) == 255
+        c = cv2.perspectiveTransform(np.array([[[W / 2, H / 2]]], np.float64), self.G).reshape(2)
+        self.shift.append((float(c[0] - W / 2), float(c[1] - H / 2)))
+        diff = np.abs(self.ref - warped).mean(axis=2)
         row = []
-        for x0, y0, x1, y1 in self.boxes:
-            sx0, sy0 = int(round(x0 + dx)), int(round(y0 + dy))
-            sx1, sy1 = sx0 + (x1 - x0), sy0 + (y1 - y0)
-            if abs(dx) > W / 3 or abs(dy) > H / 3 or sx0 < 0 or sy0 < 0 or sx1 > W or sy1 > H:
-                row.append(np.nan)
+        for (x0, y0, x1, y1), ring in zip(self.boxes, self.rings):
+            v = valid[y0:y1, x0:x1]
+            rv = ring & valid
+            if v.mean() < self.BOX_SEEN or (rv.any() and diff[rv].mean() / 255.0 > self.LOCAL):
+                row.append(np.nan)  # out of view, or its surroundings do not line up with frame 0's
                 continue
-            a = self.ref[y0:y1, x0:x1]
-            b = frame[sy0:sy1, sx0:sx1].astype(np.float32)
-            px = np.abs(a - b).mean(axis=2).ravel()  # the changing part of a box (a lamp's glow) is small:
-            k = max(1, len(px) // 5)                 # the mean of its most changed fifth
+            px = diff[y0:y1, x0:x1][v]  # the changing part of a
+            k = max(1, len(px) // 5)  # box (a lamp's glow) is small: the mean of its most changed fifth
             row.append(float(np.partition(px, len(px) - k)[-k:].mean() / 255.0))
         self.rows.append(row)
-        # the rest of the view (outside every event box), registered the same way
-        ix, iy = int(round(dx)), int(round(dy))
-        if abs(ix) > W / 3 or abs(iy) > H / 3:
+        keep = self.keep & valid
+        if keep.sum() < self.REST_SEEN * max(1, self.keep.sum()):
             self.rest.append(np.nan)
-            return
-        a = self.ref[max(0, -iy):H - max(0, iy), max(0, -ix):W - max(0, ix)]
-        b = frame[max(0, iy):H - max(0, -iy), max(0, ix):W - max(0, -ix)].astype(np.float32)
-        keep = self.keep[max(0, -iy):H - max(0, iy), max(0, -ix):W - max(0, ix)]
-        self.rest.append(float(np.abs(a - b)[keep].mean() / 255.0) if keep.any() else np.nan)
+        else:
+            self.rest.append(float(diff[keep].mean() / 255.0))
 
     def finish(self):
         if not self.rows:
@@ -196,9 +248,16 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
     first = rets[0] if rets else None
     gate = None if r_v is None or r_0 is None else bool(r_v - r_0 > START)
     known = [x for x in rets if x is not None]
+    gap = item.get("gap")
+    if gap:  # the frozen question asks about the out-of-view interval: the last view before vs the first after
+        r_leave, r_enter = _seen_near(r, int(gap[0]), -1), _seen_near(r, int(gap[1]), +1)
+        q2 = None if r_leave is None or r_enter is None else bool(r_enter - r_leave > PROGRESS)
+    else:
+        r_leave = r_enter = None
+        q2 = None if first is None or r_v is None else bool(first - r_v > PROGRESS)  # changed further since V
     ans = [
         None if first is None else bool(first > 0.3),  # changed at the first return
-        None if first is None or r_v is None else bool(first - r_v > PROGRESS),  # changed further while unseen
+        q2,
         None if first is None else bool(first < PROGRESS),  # back to its first look (reset)
         bool(any(b < a - PROGRESS for a, b in zip(known[:-1], known[1:]))) if len(known) >= 2 else None,
         None if r_last is None else bool(r_last > 0.3),  # still changed at the end
@@ -207,7 +266,23 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
         None,  # anything else changed: from the rest of the view (dynamic_scores)
     ]
     return {"gate": gate, "answers": ans, "curve_at": {"max_change": top, "v_end": r_v, "returns": rets,
-                                                       "last": r_last}}
+                                                       "last": r_last, "leave": r_leave, "enter": r_enter}}
+
+
+def _seen_near(curve: np.ndarray, frame: int, direction: int, reach: int = 8, window: int = 2) -> float | None:
+    """The curve at the first frame from ``frame`` (going ``direction``, at most ``reach`` frames) where it was
+    measured: the median over ``window`` frames further the same way, never across the gap."""
+    n = len(curve)
+    for d in range(reach + 1):
+        f = frame + direction * d
+        if not 0 <= f < n:
+            return None
+        if np.isfinite(curve[f]):
+            a, b = sorted((f, f + direction * window))
+            v = curve[max(0, a):min(n, b + 1)]
+            v = v[np.isfinite(v)]
+            return float(np.median(v))
+    return None
 
 
 def score_items(gate: bool | None, answers: list[bool | None], item: dict, asked: bool = True) -> dict:

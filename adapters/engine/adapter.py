@@ -263,7 +263,7 @@ class EngineAdapter(Adapter):
                                               self.frame_tint(world, i, t, ids))
                 frames[i - start] = self.post_frame(i, rgb)
                 if i == 0:
-                    self._first_ids = ids.copy()
+                    self._first_ids, self._first_depth = ids.copy(), depth.copy()
                 self.end_frame(i, frames[i - start], ids)
                 if with_gt:
                     depths.append(depth)
@@ -272,7 +272,8 @@ class EngineAdapter(Adapter):
             if index == 0 and self._memory_case(plan):  # WorldMemBench-style: an initial hold V to remember
                 targets = self.target_masks(world, self._first_ids)
                 extra["files"] = {"targets.npz": targets}
-                dyn = dynamic_questions(world, targets, plan) if plan.extra["scene"].get("event_s") else {}
+                dyn = dynamic_questions(world, targets, plan, self._first_depth) \
+                    if plan.extra["scene"].get("event_s") else {}
                 if dyn.get("events"):
                     extra["files"]["dynamic.json"] = dyn
             ctx, cextra = self.end_chunk(index, frames)
@@ -286,10 +287,54 @@ EVENT_WORDS = {  # what a judge is told about each Engine event, and its final s
 }
 
 
-def dynamic_questions(world, targets: dict, plan: NativeInputs) -> dict:
+IN_VIEW = 0.5  # share of a target's frame-0 pixels that must project inside the frame for it to be in view
+
+
+def target_visibility(mask: np.ndarray, depth0: np.ndarray, c2w: np.ndarray, k) -> np.ndarray:
+    """Per frame, the share of a frame-0 target's pixels (back-projected with frame 0's depth) that the commanded
+    camera of that frame sees inside its image: geometry only, so it does not depend on what a model renders (a
+    vanishing wall is still "in view" where it stood)."""
+    fx, fy, cx, cy = np.asarray(k, np.float64)
+    H, W = mask.shape
+    vs, us = np.nonzero(mask)
+    z = depth0[vs, us].astype(np.float64)
+    ok = np.isfinite(z)
+    vs, us, z = vs[ok], us[ok], z[ok]
+    if len(z) == 0:
+        return np.zeros(len(c2w))
+    pc = np.stack([(us - cx) / fx * z, (vs - cy) / fy * z, z], 1)  # the renderer's pixel centres (render: cx + 0.5)
+    pw = pc @ c2w[0][:3, :3].T + c2w[0][:3, 3]
+    out = np.empty(len(c2w))
+    for i, T in enumerate(c2w):
+        q = (pw - T[:3, 3]) @ T[:3, :3]
+        front = q[:, 2] > 1e-6
+        zz = np.where(front, q[:, 2], 1.0)
+        u, v = fx * q[:, 0] / zz + cx, fy * q[:, 1] / zz + cy
+        out[i] = float(np.mean(front & (u >= 0) & (u < W) & (v >= 0) & (v < H)))
+    return out
+
+
+def first_gap(vis: np.ndarray, after: int) -> list[int] | None:
+    """[leave, enter]: the last frame in view before the first frame out of view at or after ``after``, and the first
+    frame in view again after it (None when the target never leaves the view, or never comes back)."""
+    seen = vis >= IN_VIEW
+    out = np.flatnonzero(~seen[after:])
+    if len(out) == 0:
+        return None
+    first_out = after + int(out[0])
+    back = np.flatnonzero(seen[first_out:])
+    if len(back) == 0 or first_out == 0:
+        return None
+    return [first_out - 1, first_out + int(back[0])]
+
+
+def dynamic_questions(world, targets: dict, plan: NativeInputs, depth0: np.ndarray | None = None) -> dict:
     """WorldMemBench-style dynamic memory items for the event targets of the conditioning frame: a start gate and 8
     binary questions (2 each: return progress, persistence/reset, final state, causal/physical consistency) whose
-    reference answers are frozen from the world's own event schedule and the commanded phases."""
+    reference answers are frozen from the world's own event schedule and the commanded phases. Where the commanded
+    camera loses the target from view (``target_visibility``, needs frame 0's depth), the second return-progress
+    question asks whether it changed while out of view, between the last view before and the first view after
+    (the item's ``gap`` frames): what an event that pauses when unseen gets wrong."""
     from worldgate.trajectories.core import Trajectory
 
     traj = Trajectory.from_dict(plan.extra["trajectory"])
@@ -307,11 +352,22 @@ def dynamic_questions(world, targets: dict, plan: NativeInputs) -> dict:
         ev = by_iid[e.iid]
         thing, final = EVENT_WORDS[ev.kind]
         p = ev.progress
+        gap = None
+        if depth0 is not None:
+            v_end = next((ph.frame_range(plan.fps, plan.n_frames)[1] for ph in phases if ph.name == "V"), 0)
+            vis = target_visibility(targets["masks"][u], depth0, plan.arrays["c2w"], plan.arrays["intrinsics"])
+            gap = first_gap(vis, v_end)
+        times = plan.arrays["times"]
+        q2 = ("return_progress", f"Has {thing} changed further between the end of the initial hold and the first "
+                                 f"return?", p(rets[0]) - p(t_v) > 0.1)
+        if gap is not None:
+            q2 = ("return_progress", f"Between the last view of {thing} before the camera turned away from it and "
+                                     f"the first view of it afterwards, did it change?",
+                  p(float(times[gap[1]])) - p(float(times[gap[0]])) > 0.1)
         q = [
             ("return_progress", f"At the first return to the starting view, has {thing} changed compared with the "
                                 f"first frame?", p(rets[0]) > 0.1),
-            ("return_progress", f"Has {thing} changed further between the end of the initial hold and the first "
-                                f"return?", p(rets[0]) - p(t_v) > 0.1),
+            q2,
             ("persistence", f"At the first return, does {thing} look exactly as it did in the first frame (as if "
                             f"it had been reset)?", p(rets[0]) < 0.05),
             ("persistence", f"At a later return, is {thing} less changed than at an earlier return?", False),
@@ -322,6 +378,7 @@ def dynamic_questions(world, targets: dict, plan: NativeInputs) -> dict:
             ("causal", f"Does anything else in the starting view change together with {thing}?", False),
         ]
         items.append({"target": u, "name": str(name), "kind": ev.kind, "t_start": ev.t_start, "t_end": ev.t_end,
+                      "gap": gap,
                       "gate": {"text": f"During the initial hold (before the camera moves), does {thing} visibly "
                                        f"start to change?", "answer": bool(p(t_v) > 0.05)},
                       "questions": [{"id": i + 1, "category": c, "text": txt, "answer": bool(a)}

@@ -174,7 +174,21 @@ class FreezeEngine(_Fault):
 
     def rollout(self, plan, context=None, seed: int = 0, with_gt: bool = False):
         self._clock = None  # per event: its own time, the last real time, in view last frame, when it left the view
+        self._plan, self._in_view = plan, {}
         yield from super().rollout(plan, context, seed, with_gt)
+
+    def _visibility(self, ids0: np.ndarray) -> None:
+        """An event visible in frame 0 is in view while at least half of it is inside the commanded frame (the same
+        geometry the dynamic questions' out-of-view interval is frozen from: adapter.target_visibility); others
+        while any pixel of them is rendered."""
+        from .adapter import IN_VIEW, target_visibility
+
+        p = self._plan
+        for iid in self._clock:
+            m = ids0 == iid
+            if m.sum() >= 4:
+                vis = target_visibility(m, self._first_depth, p.arrays["c2w"], p.arrays["intrinsics"])
+                self._in_view[iid] = vis >= IN_VIEW
 
     def advance(self, c: dict, t: float) -> None:
         if c["seen"] or self.RUNS_UNSEEN:
@@ -197,9 +211,12 @@ class FreezeEngine(_Fault):
         return state, tint
 
     def end_frame(self, i, rgb, ids):
+        if i == 0 and self._clock is not None:
+            self._visibility(ids)
         vis = set(np.unique(ids).tolist())
         for iid, c in (self._clock or {}).items():
-            c["seen"] = iid in vis
+            known = self._in_view.get(iid)
+            c["seen"] = bool(known[i]) if known is not None and i < len(known) else iid in vis
 
 
 class ResetEngine(FreezeEngine):
