@@ -318,24 +318,44 @@ def test_generate_end_to_end_from_a_saved_tiny_pipeline(tiny, image_case, tmp_pa
 
 # ------------------------------------------------------------- stage 2: the refiner's KV cache driven by a policy
 def tiny_refiner(latent_channels: int = 4):
-    """A random SanaWMLTX2Refiner (diffusers 0.42.1 classes) without its Gemma-3 text side: the prompt embedding is
-    a fixed random tensor (the cache logic under test never sees the text encoder)."""
+    """A random SanaWMLTX2Refiner with every real component class of diffusers 0.42.1: Gemma-3 (text + a tiny SigLIP
+    tower), the LTX-2 text connectors and the refiner transformer, plus a tokenizer built in memory."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("diffusers")
+    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, GemmaTokenizer,
+                              SiglipVisionConfig)
     from diffusers import FlowMatchEulerDiscreteScheduler
     from diffusers.models.transformers.transformer_sana_wm_refiner import SanaWMLTX2RefinerTransformer3DModel
+    from diffusers.pipelines.ltx2.connectors import LTX2TextConnectors
     from diffusers.pipelines.sana_wm.refiner import SanaWMLTX2Refiner
 
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "<mask>": 4, "<start_of_image>": 5, "<end_of_image>": 6,
+             "<image_soft_token>": 7}
+    for ch in [chr(c) for c in range(32, 127)] + ["\u2581"]:
+        vocab.setdefault(ch, len(vocab))
+    tok = GemmaTokenizer(vocab=vocab, merges=[])
     torch.manual_seed(0)
+    te = Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=Gemma3TextConfig(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=1, head_dim=8, vocab_size=len(tok),
+                                     max_position_embeddings=256),
+        vision_config=SiglipVisionConfig(hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, image_size=28, patch_size=14),
+        mm_tokens_per_image=4, boi_token_index=5, eoi_token_index=6, image_token_index=7))
+    # connectors: (layers + 1) x 16 text features -> 16 (both connectors work at caption_channels)
+    con = LTX2TextConnectors(caption_channels=16, text_proj_in_factor=2, video_connector_num_attention_heads=2,
+                             video_connector_attention_head_dim=8, video_connector_num_layers=1,
+                             video_connector_num_learnable_registers=4, audio_connector_num_attention_heads=2,
+                             audio_connector_attention_head_dim=8, audio_connector_num_layers=1,
+                             audio_connector_num_learnable_registers=4, video_hidden_dim=16, audio_hidden_dim=8,
+                             connector_rope_base_seq_len=64)
     tr = SanaWMLTX2RefinerTransformer3DModel(
         in_channels=latent_channels, out_channels=latent_channels, num_attention_heads=2, attention_head_dim=8,
         cross_attention_dim=16, caption_channels=16, num_layers=2, audio_in_channels=4, audio_out_channels=4,
         audio_num_attention_heads=1, audio_attention_head_dim=8, audio_cross_attention_dim=8)
-    ref = SanaWMLTX2Refiner(transformer=tr, connectors=None, tokenizer=None, text_encoder=None,
-                            scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0))
+    ref = SanaWMLTX2Refiner(transformer=tr, connectors=con, tokenizer=tok, text_encoder=te,
+                            scheduler=FlowMatchEulerDiscreteScheduler(shift=1.0), text_max_sequence_length=16)
     ref.set_progress_bar_config(disable=True)
-    emb, mask = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(1)), torch.ones(1, 5, dtype=torch.long)
-    ref._encode_prompt = lambda prompt, device, dtype: (emb.to(device, dtype), mask.to(device))
     return ref
 
 
@@ -450,3 +470,27 @@ def test_rollout_with_refiner_writes_the_held_chunks(tiny, refiner, image_case):
     b.pipe = tiny
     with pytest.raises(AdapterError, match="refiner=DIR"):
         next(b.rollout(plan, context=make_policy("fov", 3)))
+
+
+def test_generate_with_a_saved_refiner_and_a_context_policy(tiny, refiner, image_case, tmp_path):
+    """The user's path: save_pretrained folders for both stages, `generate --context fov --budget 2`."""
+    from worldgate.generate.runner import run_generate
+
+    tiny.save_pretrained(tmp_path / "stage1")
+    refiner.save_pretrained(tmp_path / "stage2")
+    manifest = tmp_path / "cases.jsonl"
+    manifest.write_text(json.dumps({"id": image_case.id, "trajectory": "L1 R1", "prompt": image_case.prompt,
+                                    "image": image_case.image, "intrinsics": image_case.intrinsics,
+                                    "image_size": list(image_case.image_size)}) + "\n")
+    out = tmp_path / "run"
+    res = run_generate("sana-wm", str(manifest), out, progress=False, context="fov", budget=2,
+                       model_args=dict(TINY, path=str(tmp_path / "stage1"), refiner=str(tmp_path / "stage2")))
+    assert res.exit_code == 0, res.failed
+    rows = [json.loads(x) for x in (out / "tiny" / "context.jsonl").read_text().splitlines()]
+    assert [r["chunk_start"] for r in rows] == [0, 1, 25] and [r["frames"] for r in rows] == [1, 24, 8]
+    assert [r["context"] for r in rows] == [[], [0], [0, 1]] and rows[2]["kv_bytes"] > rows[1]["kv_bytes"]
+    meta = json.loads((out / "tiny" / "meta.json").read_text())
+    assert meta["achieved"]["frames"] == 33
+    assert any("SanaWMLTX2Refiner" in c for c in meta.get("caveats", meta.get("plan", {}).get("caveats", [])))
+    with pytest.raises(AdapterError, match="not a SanaWMLTX2Refiner"):
+        get_adapter("sana-wm", **TINY, refiner=str(tmp_path / "missing")).load("cpu", pipeline=tiny)
