@@ -1,19 +1,22 @@
 """Learned feature backends, loaded by Hugging Face id / torchvision as the benchmarks use them.
 
-==============  ======================================================  =============================================
-feature         model                                                    used for
-==============  ======================================================  =============================================
-``flow``        torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed (WorldMark runs SEA-RAFT,
-                                                                         which is not packaged; RAFT is its family)
-``depth``       Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps
-                Small-hf``), relative inverse depth
-``appearance``  DINOv2-base (``facebook/dinov2-base``): mean of          local / revisit memory (1 - cos)
-                L2-normalised patch tokens, re-normalised
-``aesthetic``   CLIP ViT-L/14 image embeds + a linear aesthetic head     aesthetic quality (LAION predictor on CLIP)
-                (weights given as a safetensors file)
-``imaging``     MUSIQ-SPAQ through pyiqa when it is installed            imaging quality (pyiqa is PolyForm-NC and
-                                                                         needs torchvision: optional)
-==============  ======================================================  =============================================
+================  ======================================================  =============================================
+feature           model                                                    used for
+================  ======================================================  =============================================
+``flow``          torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed (WorldMark runs SEA-RAFT,
+                                                                           which is not packaged; RAFT is its family)
+``depth``         Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps
+                  Small-hf``), relative inverse depth
+``appearance``    DINOv2-base (``facebook/dinov2-base``): mean of          local / revisit memory (1 - cos)
+                  L2-normalised patch tokens, re-normalised
+``aesthetic``     CLIP ViT-L/14 image embeds + a linear aesthetic head     aesthetic quality (LAION predictor on CLIP)
+                  (weights given as a safetensors file)
+``imaging``       MUSIQ-SPAQ through pyiqa when it is installed            imaging quality (pyiqa is PolyForm-NC and
+                                                                           needs torchvision: optional)
+``targets``       DINOv2-base in each target's mask; SAM2.1-hiera-large    WorldMemBench human/object appearance and
+                  (``facebook/sam2.1-hiera-large``) box-prompted masks     object geometry
+``memory_depth``  Depth Anything V2 at frame 0 and the revisit frames     Depth Spearman, Spherical Reconstruction
+================  ======================================================  =============================================
 
 Preprocessing is done here (resize + ImageNet / CLIP normalisation) so the exact same code path runs in the
 offline tests, which build every model from a tiny config with random weights, and in production. Global memory
@@ -31,6 +34,7 @@ from .features import Extractor, FeatureError
 
 DINOV2_ID = "facebook/dinov2-base"
 DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
+SAM2_ID = "facebook/sam2.1-hiera-large"
 CLIP_ID = "openai/clip-vit-large-patch14"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -265,26 +269,61 @@ class LearnedTargets(Extractor):
     """WorldMemBench targets under the learned backend: found at each revisit as the classical extractor finds them
     (template detection in a search window; evaluate/memory.py), described by DINOv2 patch tokens inside the mask
     (L2-normalised tokens weighted by the mask's share of each patch, re-normalised; METRICS.md "DINOv2 features inside
-    the person mask"). No silhouettes: object geometry needs a video segmentation model (reported unavailable)."""
+    the person mask"), and cut out by SAM2 prompted with the target's box (object geometry), at the reference and at
+    the revisit frame where it was detected. SAM2's input is the frame resized to 1024 x 1024 with ImageNet
+    normalisation (its processor's recipe, done here so both torch builds run it); of its three masks the one with
+    the best predicted IoU is kept, upsampled to the frame and thresholded at 0."""
 
     name = "targets"
-    version = "1"
+    version = "2"
     backend = "learned"
     max_side = 256
+    SAM_SIZE = 1024
 
-    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu"):
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu", segmenter=None,
+                 sam_id: str = SAM2_ID):
         from .memory import TargetExtractor
 
         outer = self
 
         class _Targets(TargetExtractor):
-            SILHOUETTES = False
+            SEGMENTATION = "sam2"
 
             def embed(self, frame, masks):
                 return outer.embed(frame, masks)
 
+            def silhouette(self, frame, mask, u):
+                return outer.segment(frame, mask)
+
         self._inner = _Targets()
         self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+        self.segmenter, self.sam_id = segmenter, sam_id
+
+    def _sam(self):
+        if self.segmenter is None:
+            from transformers import Sam2Model
+
+            self.segmenter = _load("segmentation", self.sam_id, lambda: Sam2Model.from_pretrained(self.sam_id))
+        return self.segmenter.eval().to(self.device)
+
+    def segment(self, frame: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """SAM2's mask of the thing in ``mask``'s bounding box."""
+        import cv2
+
+        from .memory import _bbox
+
+        torch = _torch()
+        H, W = mask.shape
+        x0, y0, x1, y1 = _bbox(mask)
+        S = self.SAM_SIZE
+        x = _to_tensor(frame, (S, S), IMAGENET_MEAN, IMAGENET_STD, self.device)
+        box = torch.tensor([[[x0 * S / W, y0 * S / H, x1 * S / W, y1 * S / H]]], dtype=torch.float32,
+                           device=self.device)
+        with torch.inference_mode():
+            out = self._sam()(pixel_values=x, input_boxes=box, multimask_output=True)
+        best = int(out.iou_scores[0, 0].argmax())
+        low = out.pred_masks[0, 0, best].float().cpu().numpy()
+        return cv2.resize(low, (W, H), interpolation=cv2.INTER_LINEAR) > 0
 
     def _model(self):
         if self.model is None:
@@ -329,7 +368,8 @@ class LearnedTargets(Extractor):
         return self._inner.finish()
 
     def config(self):
-        return {**super().config(), "model": self.hf_id, "size": self.size, "detection": "template NCC"}
+        return {**super().config(), "model": self.hf_id, "size": self.size, "detection": "template NCC",
+                "segmentation": self.sam_id}
 
 
 class LearnedMemoryDepth(Extractor):

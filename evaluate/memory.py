@@ -20,8 +20,8 @@ target not detected, NCC below ``memory_min_match`` — scores 0):
   depth_spearman, spherical_reconstruction  learned backend: Depth Anything at frame 0 and at the revisit frames
                                        (``memory_depth``); unavailable under classical (rotation-only revisits carry
                                        no parallax)
-Under ``--backend learned`` the appearance descriptor is DINOv2 patch tokens pooled inside the mask, and object
-geometry is unavailable (no packaged video segmentation model).
+Under ``--backend learned`` the appearance descriptor is DINOv2 patch tokens pooled inside the mask, and silhouettes
+are SAM2's masks prompted with the target's box (at the reference and at the revisit where it was detected).
 Per-revisit values and the orientation errors are kept in the detail for the decay and return-qualified analyses.
 """
 
@@ -190,10 +190,11 @@ class TargetExtractor(Extractor):
                       for m in self.targets["masks"]]
         self.boxes = [_bbox(m) if m.any() else None for m in self.masks]
         self.templates = [frame[b[1]:b[3], b[0]:b[2]].copy() if b else None for b in self.boxes]
-        if self.SILHOUETTES:
-            self.models = [grabcut_models(frame, m) if m.any() else None for m in self.masks]
-            self.ref_sil = [canonical(grabcut_silhouette(frame, m, mo)) if m.any() else None
-                            for m, mo in zip(self.masks, self.models)]
+        if self.SEGMENTATION:
+            self.models = [grabcut_models(frame, m) if m.any() and self.SEGMENTATION == "grabcut" else None
+                           for m in self.masks]
+            self.ref_sil = [canonical(self.silhouette(frame, m, u)) if m.any() else None
+                            for u, m in enumerate(self.masks)]
         self.v_emb = [[] for _ in self.masks]
         self.ref = True
 
@@ -233,8 +234,12 @@ class TargetExtractor(Extractor):
             if np.isfinite(score) and score > self.best.get((u, k), (-2.0,))[0]:
                 self.best[(u, k)] = (float(score), i, frame.copy(), (x0 + loc[0] - b[0], y0 + loc[1] - b[1]))
 
-    #: whether silhouettes are cut (object geometry); a backend without a segmentation model leaves them out
-    SILHOUETTES = True
+    #: how silhouettes are cut for object geometry ("grabcut" here; the learned backend: "sam2"; None: not cut)
+    SEGMENTATION: str | None = "grabcut"
+
+    def silhouette(self, frame: np.ndarray, mask: np.ndarray, u: int) -> np.ndarray:
+        """Target u's silhouette in ``frame`` around ``mask`` (GrabCut with the reference's colour models)."""
+        return grabcut_silhouette(frame, mask, self.models[u])
 
     def embed(self, frame: np.ndarray, masks: list) -> list:
         """Appearance descriptor inside each mask (None for an empty mask): the colour descriptor here; the learned
@@ -270,11 +275,12 @@ class TargetExtractor(Extractor):
                 score[u, k], frame[u, k] = sc, i
                 r = ref / max(np.linalg.norm(ref), 1e-12)
                 cos[u, k] = float(np.dot(r, self.embed(img, [moved])[0]))
-                io[u, k] = iou(canonical(grabcut_silhouette(img, moved, self.models[u])), self.ref_sil[u]) \
-                    if self.SILHOUETTES else np.nan
+                io[u, k] = iou(canonical(self.silhouette(img, moved, u)), self.ref_sil[u]) \
+                    if self.SEGMENTATION else np.nan
         return {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
                 "score": score, "cos": cos, "iou": io, "frame": frame,
-                "phases": np.asarray([p[0] for p in self.phases], "U8")}
+                "phases": np.asarray([p[0] for p in self.phases], "U8"),
+                "segmentation": np.asarray(self.SEGMENTATION or "", "U8")}
 
 
 # ---------------------------------------------------------------------------------------------------- metrics
@@ -360,9 +366,8 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
         out["environment_visible"] = na("no appearance feature")
     for metric, kinds, col in (("human_appearance", ("human",), "cos"), ("object_appearance", ("object",), "cos"),
                                ("object_geometry", ("object",), "iou")):
-        if metric == "object_geometry" and backend == "learned":
-            out[metric] = na("silhouettes need a video segmentation model (SAM2), which has no packaged path here; "
-                             "use --backend classical (GrabCut)")
+        if metric == "object_geometry" and T is not None and not str(T.get("segmentation", "grabcut")):
+            out[metric] = na("the targets feature cut no silhouettes (no segmentation model)")
             continue
         if T is None or int(T["n_targets"]) == 0:
             out[metric] = na("the record has no targets (targets.npz with masks in the conditioning frame)")

@@ -162,22 +162,39 @@ def wmb_run(tmp_path_factory):
     return out
 
 
+def tiny_sam2():
+    """Sam2Model (transformers) from a tiny config: 4-stage Hiera, FPN and mask decoder at width 32."""
+    from transformers import (Sam2Config, Sam2HieraDetConfig, Sam2MaskDecoderConfig, Sam2Model,
+                              Sam2PromptEncoderConfig, Sam2VisionConfig)
+
+    torch.manual_seed(0)
+    bb = Sam2HieraDetConfig(hidden_size=16, blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[16, 32, 64, 128],
+                            num_attention_heads_per_stage=[1, 1, 2, 2], window_size_per_stage=[8, 4, 14, 7],
+                            global_attention_blocks=[3])
+    return Sam2Model(Sam2Config(
+        vision_config=Sam2VisionConfig(backbone_config=bb, backbone_channel_list=[128, 64, 32, 16], fpn_hidden_size=32),
+        prompt_encoder_config=Sam2PromptEncoderConfig(hidden_size=32),
+        mask_decoder_config=Sam2MaskDecoderConfig(hidden_size=32, mlp_dim=64, num_attention_heads=2,
+                                                  iou_head_hidden_dim=32)))
+
+
 def test_static_memory_learned_path(wmb_run):
-    """DINOv2 in the masks and Depth Anything at the revisit frames, through the real extractor code (tiny random
-    models): appearance and depth metrics are scored on [0, 1], geometry is said unavailable, never filled in."""
+    """DINOv2 in the masks, SAM2 silhouettes and Depth Anything at the revisit frames, through the real extractor code
+    (tiny random models): every static metric but identity is scored on [0, 1]; identity is said unavailable."""
     from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
 
     dino, depth, *_ = tiny_models()
-    exs = [LearnedAppearance(model=dino), LearnedTargets(model=dino), LearnedMemoryDepth(model=depth, size=98)]
+    exs = [LearnedAppearance(model=dino), LearnedTargets(model=dino, segmenter=tiny_sam2()),
+           LearnedMemoryDepth(model=depth, size=98)]
     r = evaluate_run(wmb_run, backend="learned", extractors=exs, progress=False)
     assert not r["errors"], r["errors"]
     row = json.loads((wmb_run / "samples.jsonl").read_text())
-    assert {"targets@1-learned", "memory_depth@1-learned"} <= set(row["features"].values())
+    assert {"targets@2-learned", "memory_depth@1-learned"} <= set(row["features"].values())
     s, why = row["scores"], row["unavailable"]
-    for m in ("human_appearance", "object_appearance", "environment_visible", "depth_spearman",
+    for m in ("human_appearance", "object_appearance", "object_geometry", "environment_visible", "depth_spearman",
               "spherical_reconstruction"):
         assert s[m] is not None and 0.0 <= s[m] <= 1.0, (m, s.get(m), why.get(m))
-    assert "SAM2" in why["object_geometry"] and "ArcFace" in why["human_identity"]
+    assert "ArcFace" in why["human_identity"]
     from worldgate.evaluate.features import FeatureCache, open_record
 
     rec = open_record(wmb_run / "object-LR-00")
@@ -185,3 +202,15 @@ def test_static_memory_learned_path(wmb_run):
     ph = [p for p in rec.trajectory["phases"] if p["name"] == "R1"][0]["frames"]
     assert D["frame"][0] == 0 and ph[1] in D["frame"]  # the arrival frame of R1 has depth
     assert D["depth"].shape[1:] == (32, 32) and np.isfinite(D["depth"]).all()
+
+
+def test_sam2_segment_is_box_prompted_and_frame_sized():
+    from worldgate.evaluate.learned import LearnedTargets
+
+    ex = LearnedTargets(model=None, segmenter=tiny_sam2())
+    frame = np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)
+    mask = np.zeros((60, 80), bool)
+    mask[20:40, 30:50] = True
+    a = ex.segment(frame, mask)
+    assert a.shape == (60, 80) and a.dtype == bool
+    assert np.array_equal(a, ex.segment(frame, mask))  # deterministic
