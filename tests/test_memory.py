@@ -122,3 +122,20 @@ def test_user_targets_follow_the_models_aspect_policy(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
     with pytest.raises(SuiteError, match="each target needs 'kind'"):
         manifest_suite(tmp_path / "bad.jsonl")
+
+
+def test_tiny_context_decays_from_r1_to_r3(tmp_path):
+    """engine-memory re-invents a forgotten entity one colour step further each time it is forgotten: under LRLRLR
+    with one chunk of context (no sink) the static memory falls revisit by revisit, as WorldMemBench's decay
+    analysis expects of a forgetting model; Engine GT does not decay."""
+    case = next(c for c in load_suite("worldmembench-engine") if c.id == "object-LRLRLR-00")
+    m = tmp_path / "cases.jsonl"
+    m.write_text(json.dumps(case.to_dict()) + "\n")
+    size = ["model.width=160", "model.height=160"]
+    assert run_generate("engine-memory", str(m), tmp_path / "mem", overrides=size + ["context.sink=false"],
+                        progress=False, context="sliding_window", budget=1).exit_code == 0
+    assert run_generate("engine", str(m), tmp_path / "gt", overrides=size, progress=False).exit_code == 0
+    mem = evaluate_run(tmp_path / "mem", progress=False)["analyses"]["decay_LRLRLR"]
+    gt = evaluate_run(tmp_path / "gt", progress=False)["analyses"]["decay_LRLRLR"]
+    assert len(mem) == 3 and mem[0] > mem[1] > mem[2] and mem[0] - mem[2] > 0.2, mem
+    assert min(gt) >= 0.95 and max(gt) - min(gt) < 0.05, gt

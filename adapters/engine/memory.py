@@ -4,8 +4,9 @@ It generates chunk by chunk (``chunk`` frames, 16 by default). While it generate
 context policy selects (``generate --context full_kv|sliding_window|fov --budget N``; unlimited ``full_kv`` by
 default) plus the chunk itself. Every scene entity (building, tree, object, person) it draws looks the way it looked
 in the most recent held chunk that showed it. An entity that an earlier chunk showed but no held chunk did is
-*invented again*: it comes back with its last look perturbed by a deterministic recolouring (seeded by the rollout
-seed, the entity and the chunk), so a forgotten place returns different, and more so each time it is forgotten. Entities nobody has seen yet are drawn as the world has them, so
+*invented again*: it comes back with its last look moved one step further along a colour direction of its own
+(seeded by the rollout seed and the entity), so a forgotten place returns different, and more so each time it is
+forgotten. Entities nobody has seen yet are drawn as the world has them, so
 with everything held (unlimited budget) the rollout is frame-for-frame Engine GT.
 
 Its cost grows with the context it attends to: every frame attends (softmax(QK^T)V, float32) from its own tokens
@@ -24,7 +25,6 @@ from ..base import AdapterInfo
 from .adapter import EngineAdapter
 
 GRID = 16  # tokens per frame = GRID * GRID
-TINTS = np.array([0.35, 1.0, 1.6], np.float32)
 
 
 class MemoryEngine(EngineAdapter):
@@ -71,16 +71,26 @@ class MemoryEngine(EngineAdapter):
         if ID_AVATAR < n:
             forgotten[ID_AVATAR] = False
         for iid in np.flatnonzero(forgotten):
-            # re-invented from its last look anywhere, perturbed: each forgetting drifts it further from the truth
+            # re-invented from its last look anywhere, moved one more step along the entity's own colour direction:
+            # each forgetting drifts it further from the truth (monotonically, so memory decays revisit by revisit)
             last = next(self.tints[c][iid] for c in range(index - 1, -1, -1) if self.seen[c][iid])
-            rng = np.random.default_rng([self.seed, int(iid), int(index)])
-            step = rng.permutation(TINTS) ** 0.5  # never all ones: it always comes back different
-            tint[iid] = np.clip(last * step, 0.15, 4.0)
+            tint[iid] = np.clip(last * self._drift(iid), 0.15, 4.0)
         self.tint = tint
         self.cur_seen = np.zeros(n, bool)
         self.cur_kv = []
         self.ctx_keys = np.concatenate([self.kv[c] for c in held]) if held else np.zeros((0, self.dim), np.float32)
         self._attn = []
+
+    DRIFT = 0.2  # log-colour distance one re-invention moves an entity
+
+    def _drift(self, iid: int) -> np.ndarray:
+        """The per-channel factor of one re-invention of entity ``iid``: exp(DRIFT * d), d a unit direction in log
+        RGB with no grey component (a hue change, not only brightness), fixed per rollout seed and entity."""
+        rng = np.random.default_rng([self.seed, int(iid)])
+        d = rng.normal(size=3)
+        d -= d.mean()
+        d /= max(float(np.linalg.norm(d)), 1e-6)
+        return np.exp(self.DRIFT * d).astype(np.float32)
 
     def frame_tint(self, world, i, t, last_ids):
         return self.tint
