@@ -143,16 +143,20 @@ class LearnedDepth(Extractor):
         self.step = max(1, int(round(rec.fps)))
         self.frames, self.grids = [], []
 
-    def update(self, i, frame):
-        if i % self.step:
-            return
+    def disparity(self, frame: np.ndarray) -> np.ndarray:
+        """Depth Anything's relative inverse depth of ``frame`` (longer side at ``size``, sides multiples of 14)."""
         torch = _torch()
         h, w = frame.shape[:2]
         s = self.size / max(h, w)
         size = (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
         x = _to_tensor(frame, size, IMAGENET_MEAN, IMAGENET_STD, self.device)
         with torch.inference_mode():
-            d = self._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+            return self._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+
+    def update(self, i, frame):
+        if i % self.step:
+            return
+        d = self.disparity(frame)
         G = self.GRID
         hh, ww = (d.shape[0] // G) * G, (d.shape[1] // G) * G
         self.frames.append(i)
@@ -410,14 +414,8 @@ class LearnedMemoryDepth(Extractor):
 
         if frame is None or i not in self.keep:
             return
-        torch = _torch()
-        d = self.depth
         h, w = frame.shape[:2]
-        s = d.size / max(h, w)
-        size = (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
-        x = _to_tensor(frame, size, IMAGENET_MEAN, IMAGENET_STD, d.device)
-        with torch.inference_mode():
-            disp = d._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+        disp = self.depth.disparity(frame)
         G = self.GRID
         self.frames.append(i)
         self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))

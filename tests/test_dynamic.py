@@ -9,7 +9,8 @@ import pytest
 from worldgate.evaluate.judge import build_prompt, measured_answers, parse_yes_no, sampled_frames, score_items
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
-from worldgate.trajectories.suites import load_suite
+
+from suite_cases import suite_case_manifest
 
 
 @pytest.mark.parametrize("text,want", [("Yes", True), (" yes.", True), ("No, it did not", False), ("TRUE", True),
@@ -71,9 +72,7 @@ def test_prompt_carries_phases_and_question():
 
 
 def test_engine_gt_beats_events_that_restart_when_unseen(tmp_path):
-    cases = [c.to_dict() for c in load_suite("worldmembench-engine") if c.id in ("dynamic-LR-00", "dynamic-LRUD-00")]
-    m = tmp_path / "cases.jsonl"
-    m.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    m = suite_case_manifest(tmp_path, "dynamic-LR-00", "dynamic-LRUD-00")
     res = {}
     for model in ("engine", "engine-reset", "engine-freeze"):
         assert run_generate(model, str(m), tmp_path / model, overrides=["model.width=160", "model.height=160"],

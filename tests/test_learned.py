@@ -150,12 +150,10 @@ def test_spherical_score_properties():
 
 @pytest.fixture(scope="module")
 def wmb_run(tmp_path_factory):
-    from worldgate.trajectories.suites import load_suite
+    from suite_cases import suite_case_manifest
 
     root = tmp_path_factory.mktemp("wmb-learned")
-    case = next(c for c in load_suite("worldmembench-engine") if c.id == "object-LR-00")
-    m = root / "cases.jsonl"
-    m.write_text(json.dumps(case.to_dict()) + "\n")
+    m = suite_case_manifest(root, "object-LR-00")
     out = root / "gt"
     assert run_generate("engine", str(m), out, overrides=["model.width=96", "model.height=96"],
                         progress=False).exit_code == 0

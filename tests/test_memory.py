@@ -9,7 +9,8 @@ import pytest
 from worldgate.evaluate.memory import analyses, canonical, iou, masked_embedding, orientations
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
-from worldgate.trajectories.suites import load_suite
+
+from suite_cases import suite_case_manifest
 
 
 def test_canonical_silhouettes_ignore_position_and_scale():
@@ -72,9 +73,7 @@ def test_analyses():
 @pytest.fixture(scope="module")
 def memory_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("wmb")
-    case = next(c for c in load_suite("worldmembench-engine") if c.id == "human-LRLR-00")
-    m = root / "cases.jsonl"
-    m.write_text(json.dumps(case.to_dict()) + "\n")
+    m = suite_case_manifest(root, "human-LRLR-00")
     size = ["model.width=160", "model.height=160"]
     gt, mem = root / "gt", root / "mem"
     assert run_generate("engine", str(m), gt, overrides=size, progress=False).exit_code == 0
@@ -128,9 +127,7 @@ def test_tiny_context_decays_from_r1_to_r3(tmp_path):
     """engine-memory re-invents a forgotten entity one colour step further each time it is forgotten: under LRLRLR
     with one chunk of context (no sink) the static memory falls revisit by revisit, as WorldMemBench's decay
     analysis expects of a forgetting model; Engine GT does not decay."""
-    case = next(c for c in load_suite("worldmembench-engine") if c.id == "object-LRLRLR-00")
-    m = tmp_path / "cases.jsonl"
-    m.write_text(json.dumps(case.to_dict()) + "\n")
+    m = suite_case_manifest(tmp_path, "object-LRLRLR-00")
     size = ["model.width=160", "model.height=160"]
     assert run_generate("engine-memory", str(m), tmp_path / "mem", overrides=size + ["context.sink=false"],
                         progress=False, context="sliding_window", budget=1).exit_code == 0
