@@ -184,7 +184,9 @@ class EventExtractor(Extractor):
             step = self._step(self.prev, g)
             G = step @ self.G if step is not None else self.G
             direct = self._direct(g, G)
-            self.G = direct if direct is not None else G
+            G = direct if direct is not None else G
+            if np.all(np.isfinite(G)) and abs(np.linalg.det(G)) > 1e-8:  # a degenerate fit keeps the last mapping
+                self.G = G
         self.prev = g
         Ginv = np.linalg.inv(self.G)
         warped = cv2.warpPerspective(frame, Ginv, (W, H), flags=cv2.INTER_LINEAR).astype(np.float32)
