@@ -29,10 +29,10 @@ Conventions this adapter relies on, read in the diffusers **0.42.1** wheel (docs
 - Time: stage 1 is one bidirectional call over the whole clip, with no KV cache (docs/probes/sana-wm.md section 6);
   the LTX-2 VAE maps latent frame 0 to pixel frame 0 and every later latent to 8 pixel frames (P:418).
 - Stage 2 (``SanaWMLTX2Refiner``, RF = ``.../sana_wm/refiner.py``; not part of ``SanaWMPipeline``, loaded only with
-  ``refiner=DIR``) is chunk-causal: a pre-RoPE sink of ``sink_size`` latent frames (RF:208-223), then blocks of
-  ``block_size`` latent frames (RF:118-123, canonical 1 and 3), each denoised in 3 Euler steps against
-  ``[sink + history + block]`` K/V and then captured post-RoPE into the history (RF:228-326), the history trimmed to
-  the last ``kv_max_frames - sink_size`` latent frames (RF:328-337; canonical 11). That history is the one real KV
+  ``refiner=DIR``) is chunk-causal: a pre-RoPE sink of ``sink_size`` latent frames (RF:209-222), then blocks of
+  ``block_size`` latent frames (RF:118-121, canonical 1 and 3), each denoised in 3 Euler steps against
+  ``[sink + history + block]`` K/V and then captured post-RoPE into the history (RF:225-330), the history trimmed to
+  the last ``kv_max_frames - sink_size`` latent frames (RF:333-340; canonical 11). That history is the one real KV
   cache a context policy can drive here: ``refine_with_context`` runs the same loop with the held chunks chosen by a
   :class:`~worldgate.generate.context.ContextPolicy` (chunk 0 = the sink, chunk k = block k) instead of the trim.
 - The letter DSL, for reference only (the agreement test checks the poses against it): ``action_string_to_c2w``
@@ -55,7 +55,7 @@ import numpy as np
 
 from .base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
 
-REFINER_SINK, REFINER_BLOCK = 1, 3  # stage 2's canonical sink and block, in latent frames (RF:118-123)
+REFINER_SINK, REFINER_BLOCK = 1, 3  # stage 2's canonical sink and block, in latent frames (RF:118-121)
 
 H, W = 704, 1280  # CU:31-32
 FPS = 16.0
@@ -90,7 +90,7 @@ def latent_to_pixel(t0: int, t1: int) -> tuple[int, int]:
 
 def refiner_chunks(n_latent: int, sink_size: int = REFINER_SINK, block_size: int = REFINER_BLOCK) -> list:
     """Stage 2's chunks as latent-frame ranges: chunk 0 the sink [0, sink_size), then blocks of ``block_size``
-    (RF:179-181, 228-230)."""
+    (RF:225-226)."""
     out, t = [(0, sink_size)], sink_size
     while t < n_latent:
         out.append((t, min(t + block_size, n_latent)))
@@ -103,13 +103,13 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
                         on_block=None):
     """SANA-WM stage 2 with its KV history chosen by a context policy.
 
-    The loop is diffusers' ``SanaWMLTX2Refiner.__call__`` (RF:164-342, 0.42.1) step for step — the sink captured
+    The loop is diffusers' ``SanaWMLTX2Refiner.__call__`` (RF:112-342, 0.42.1) step for step — the sink captured
     pre-RoPE at sigma 0, each block started at the flow-matching endpoint with one noise draw, 3 Euler steps with the
     cache injected, then its post-RoPE K/V captured under the same prefix — with one change: before each block the
     layer caches are given the sink (when the policy holds chunk 0) and the history of exactly the chunks
     ``policy.select(earlier chunks, this chunk)`` returns, in chunk order, instead of the last ``kv_max_frames``
     frames. Each chunk's K/V is kept from its capture, so a chunk dropped once can be selected again (retrieval). The
-    sink's RoPE offset is computed as upstream from the number of held history frames (RF:236-238). With
+    sink's RoPE offset is computed as upstream from the number of held history frames (RF:232). With
     ``sliding_window`` and budget B this is upstream with ``kv_max_frames = sink_size + (B - 1) * block_size``
     exactly, and ``full_kv`` is upstream without a trim (tests).
 
@@ -130,7 +130,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
     dtype = next(tr.parameters()).dtype
     sigmas = tuple(sigmas or STAGE_2_DISTILLED_SIGMA_VALUES)
     if generator is None:
-        generator = torch.Generator(device=device).manual_seed(42)  # upstream's default (RF:174-175)
+        generator = torch.Generator(device=device).manual_seed(42)  # upstream's default (RF:166)
     refiner.scheduler.set_timesteps(sigmas=list(sigmas[:-1]), device=device)
     sigmas_t = refiner.scheduler.sigmas.to(device=device, dtype=torch.float32)
     sigma_max = float(sigmas_t[0])
@@ -160,7 +160,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
         return tokens, out
 
     with torch.no_grad():
-        forward(z[:, :, :sink_size].contiguous(), list(range(sink_size)), "capture_pre_rope")  # RF:208-223
+        forward(z[:, :, :sink_size].contiguous(), list(range(sink_size)), "capture_pre_rope")  # RF:209-222
         sink = [kv.get(i).get_captured_pre_rope() for i in range(n_layers)]
         chunk_kv: dict[int, list] = {}  # chunk id -> per layer post-RoPE (k, v)
         log = [{"chunk": 0, "latent": list(spans[0]), "pixels": list(px[0]), "held": [], "history_tokens": 0}]
@@ -182,7 +182,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
                     lc.store_history(sink[i][0][:, :0], sink[i][1][:, :0])
                 held_bytes += sum(x.numel() * x.element_size() for x in (sk, sv, lc.history_k, lc.history_v))
             hist_frames = sum(spans[c][1] - spans[c][0] for c in hist)
-            off = t0 - hist_frames - sink_size  # RF:236-238
+            off = t0 - hist_frames - sink_size  # RF:232
             kv.sink_pe = tr.build_rotary_emb_for_absolute_positions(
                 batch_size=batch, frame_positions=list(range(off, off + sink_size)), height=height, width=width,
                 device=device, fps=float(fps))
@@ -191,7 +191,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
             block = ((1.0 - sigma_max) * clean.float() + sigma_max * noise.float()).to(dtype)
             refiner.scheduler.set_timesteps(sigmas=[float(x) for x in sigmas_t[:-1]], device=device)
             positions = list(range(t0, t1))
-            for j, t in enumerate(refiner.scheduler.timesteps):  # RF:258-310
+            for j, t in enumerate(refiner.scheduler.timesteps):  # RF:251-306
                 sigma = float(sigmas_t[j].item())
                 tokens, v = forward(block, positions, "inject", sigma)
                 x0 = _unpack_latents((tokens.float() - v.float() * torch.full(
@@ -203,7 +203,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
                 else:
                     vel = (block.float() - x0.float()) / sigma
                     block = refiner.scheduler.step(vel, t, block.float(), return_dict=False)[0].to(dtype)
-            forward(block, positions, "inject_and_capture_post_rope")  # RF:313-326
+            forward(block, positions, "inject_and_capture_post_rope")  # RF:308-330
             chunk_kv[k] = [kv.get(i).get_captured_post_rope() for i in range(n_layers)]
             if on_block is not None:
                 on_block(k, held, kv, chunk_kv)
