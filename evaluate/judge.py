@@ -135,13 +135,12 @@ class EventExtractor(Extractor):
         self.G = np.eye(3)  # frame 0 -> this frame
         self.prev = self.g0
         self.ones = np.full((H, W), 255, np.uint8)
+        self.ground = np.zeros((H, W), np.uint8)  # where frame-to-frame corners are taken: not the sky
+        self.ground[H // 3:] = 255
 
     def _step(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         """Homography a -> b from the lower two thirds' corners (the sky drifts)."""
-        H = a.shape[0]
-        m = np.zeros_like(a)
-        m[H // 3:] = 255
-        p0 = cv2.goodFeaturesToTrack(a, self.CORNERS, 0.01, 5, mask=m, blockSize=5)
+        p0 = cv2.goodFeaturesToTrack(a, self.CORNERS, 0.01, 5, mask=self.ground, blockSize=5)
         if p0 is None or len(p0) < self.MIN_TRACKS:
             return None
         p1, st, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, None, winSize=(15, 15), maxLevel=3)

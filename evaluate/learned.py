@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from .features import Extractor, FeatureError
+from .memory import TargetExtractor, _bbox, revisit_phases, revisit_range
 
 DINOV2_ID = "facebook/dinov2-base"
 DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
@@ -269,7 +270,7 @@ class LearnedQuality(Extractor):
         return {k: np.asarray(v, np.float64) for k, v in self.rows.items()}
 
 
-class LearnedTargets(Extractor):
+class LearnedTargets(TargetExtractor):
     """WorldMemBench targets under the learned backend: found at each revisit as the classical extractor finds them
     (template detection in a search window; evaluate/memory.py), described by DINOv2 patch tokens inside the mask
     (L2-normalised tokens weighted by the mask's share of each patch, re-normalised; METRICS.md "DINOv2 features inside
@@ -283,25 +284,15 @@ class LearnedTargets(Extractor):
     backend = "learned"
     max_side = 256
     SAM_SIZE = 1024
+    SEGMENTATION = "sam2"
 
     def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu", segmenter=None,
                  sam_id: str = SAM2_ID):
-        from .memory import TargetExtractor
-
-        outer = self
-
-        class _Targets(TargetExtractor):
-            SEGMENTATION = "sam2"
-
-            def embed(self, frame, masks):
-                return outer.embed(frame, masks)
-
-            def silhouette(self, frame, mask, u):
-                return outer.segment(frame, mask)
-
-        self._inner = _Targets()
         self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
         self.segmenter, self.sam_id = segmenter, sam_id
+
+    def silhouette(self, frame: np.ndarray, mask: np.ndarray, u: int) -> np.ndarray:
+        return self.segment(frame, mask)
 
     def _sam(self):
         if self.segmenter is None:
@@ -313,8 +304,6 @@ class LearnedTargets(Extractor):
     def segment(self, frame: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """SAM2's mask of the thing in ``mask``'s bounding box."""
         import cv2
-
-        from .memory import _bbox
 
         torch = _torch()
         H, W = mask.shape
@@ -358,19 +347,6 @@ class LearnedTargets(Extractor):
             out.append((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32))
         return out
 
-    def start(self, rec):
-        super().start(rec)
-        self._inner.start(rec)
-
-    def needs_frame(self, i):
-        return self._inner.needs_frame(i)
-
-    def update(self, i, frame):
-        return self._inner.update(i, frame)
-
-    def finish(self):
-        return self._inner.finish()
-
     def config(self):
         return {**super().config(), "model": self.hf_id, "size": self.size, "detection": "template NCC",
                 "segmentation": self.sam_id}
@@ -392,9 +368,6 @@ class LearnedMemoryDepth(Extractor):
         self.depth = LearnedDepth(model=model, hf_id=hf_id, size=size, device=device)
 
     def start(self, rec):
-        from .classical import analysis_K
-        from .memory import revisit_phases, revisit_range
-
         super().start(rec)
         n = rec.n_frames or 10**9
         keep = set()
@@ -404,7 +377,6 @@ class LearnedMemoryDepth(Extractor):
             keep.add(r.stop - 1)
         self.keep = {0} | {i for i in keep if 0 <= i < n} if keep else set()
         self.frames, self.maps, self.K = [], [], None
-        self._analysis_K = analysis_K
 
     def needs_frame(self, i):
         return i in self.keep
@@ -420,7 +392,9 @@ class LearnedMemoryDepth(Extractor):
         self.frames.append(i)
         self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))
         if self.K is None:  # the intrinsics of the G x G grid (x and y scaled separately)
-            self.K = np.diag([G / w, G / h, 1.0]) @ self._analysis_K(self.rec, w, h)
+            from .classical import analysis_K
+
+            self.K = np.diag([G / w, G / h, 1.0]) @ analysis_K(self.rec, w, h)
 
     def finish(self):
         return {"frame": np.asarray(self.frames, np.int32),

@@ -323,7 +323,7 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
     for name, a, b in phases:
         r = revisit_range(a, b, n)
         frames = list(range(r.start, r.stop, STRIDE))
-        if r.stop - 1 > frames[-1] if frames else False:
+        if frames and frames[-1] != r.stop - 1:
             frames.append(r.stop - 1)  # the arrival view is always among them
         if not frames:
             continue
