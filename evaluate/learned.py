@@ -51,6 +51,22 @@ def _torch():
     return torch
 
 
+_SHARED: dict = {}  # (class name, HF id) -> model: extractors that use the same model share one copy
+_SHARED_LOCK = __import__("threading").Lock()
+
+
+def _shared(kind: str, cls_name: str, hf_id: str):
+    """``transformers.<cls_name>.from_pretrained(hf_id)``, loaded once per process: the appearance and targets
+    features both run DINOv2, the depth and memory-depth features both Depth Anything, on parallel threads."""
+    with _SHARED_LOCK:
+        if (cls_name, hf_id) not in _SHARED:
+            import transformers
+
+            cls = getattr(transformers, cls_name)
+            _SHARED[(cls_name, hf_id)] = _load(kind, hf_id, lambda: cls.from_pretrained(hf_id))
+        return _SHARED[(cls_name, hf_id)]
+
+
 def _load(kind: str, hf_id: str, loader):
     try:
         return loader()
@@ -134,9 +150,7 @@ class LearnedDepth(Extractor):
 
     def _model(self):
         if self.model is None:
-            from transformers import DepthAnythingForDepthEstimation
-
-            self.model = _load("depth", self.hf_id, lambda: DepthAnythingForDepthEstimation.from_pretrained(self.hf_id))
+            self.model = _shared("depth", "DepthAnythingForDepthEstimation", self.hf_id)
         return self.model.eval().to(self.device)
 
     def start(self, rec):
@@ -181,9 +195,7 @@ class LearnedAppearance(Extractor):
 
     def _model(self):
         if self.model is None:
-            from transformers import Dinov2Model
-
-            self.model = _load("appearance", self.hf_id, lambda: Dinov2Model.from_pretrained(self.hf_id))
+            self.model = _shared("appearance", "Dinov2Model", self.hf_id)
         return self.model.eval().to(self.device)
 
     def start(self, rec):
@@ -320,9 +332,7 @@ class LearnedTargets(TargetExtractor):
 
     def _model(self):
         if self.model is None:
-            from transformers import Dinov2Model
-
-            self.model = _load("targets", self.hf_id, lambda: Dinov2Model.from_pretrained(self.hf_id))
+            self.model = _shared("targets", "Dinov2Model", self.hf_id)
         return self.model.eval().to(self.device)
 
     def embed(self, frame: np.ndarray, masks: list) -> list:

@@ -212,3 +212,27 @@ def test_sam2_segment_is_box_prompted_and_frame_sized():
     a = ex.segment(frame, mask)
     assert a.shape == (60, 80) and a.dtype == bool
     assert np.array_equal(a, ex.segment(frame, mask))  # deterministic
+
+
+def test_a_model_two_features_use_is_loaded_once(monkeypatch):
+    """Appearance and targets both run DINOv2, depth and memory-depth both Depth Anything: one copy each."""
+    from transformers import DepthAnythingForDepthEstimation, Dinov2Model
+
+    from worldgate.evaluate import learned as L
+    from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
+
+    dino, depth, *_ = tiny_models()
+    calls = []
+
+    def fake(model):
+        def from_pretrained(hf_id, **kw):
+            calls.append(hf_id)
+            return model
+        return from_pretrained
+
+    monkeypatch.setattr(L, "_SHARED", {})
+    monkeypatch.setattr(Dinov2Model, "from_pretrained", fake(dino))
+    monkeypatch.setattr(DepthAnythingForDepthEstimation, "from_pretrained", fake(depth))
+    assert LearnedAppearance()._model() is LearnedTargets()._model() is dino
+    assert LearnedDepth()._model() is LearnedMemoryDepth().depth._model() is depth
+    assert sorted(calls) == sorted([L.DINOV2_ID, L.DEPTH_ID])
