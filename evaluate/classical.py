@@ -85,15 +85,20 @@ class FlowSignals:
 
 class FlowExtractor(Extractor):
     name = "flow"
-    version = "3"
+    version = "4"
     backend = "classical"
-    max_side = 256
+    #: DIS's ultrafast preset estimates patches on a quarter-size image (finest scale 2) of a 256-wide frame; fed a
+    #: 128-wide frame one scale finer, it fits the same 64-wide patch grid and skips the full-size pyramid level and
+    #: densification: ~35 % less flow time, signals within 1 % (sx/speed correlation 0.9999 with the 256 run)
+    max_side = 128
+    FINEST_SCALE = 1
 
     def start(self, rec):
         super().start(rec)
         self.prev: list[np.ndarray] = []
         self.signals = FlowSignals()
         self.dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST)
+        self.dis.setFinestScale(self.FINEST_SCALE)
 
     def update(self, i, frame):
         g = _gray_norm(frame)
