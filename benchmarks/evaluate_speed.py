@@ -69,10 +69,13 @@ def speed(tmp: Path) -> None:
         runs_all.append(t)
     dec, t_first, t_all = min(decs), min(runs), min(runs_all)
     s1 = (tmp / "run" / "samples.jsonl").read_text()
-    t0 = time.perf_counter()
-    evaluate_run(tmp / "run", progress=False, rescore=True)
-    t_re = time.perf_counter() - t0
-    s2 = (tmp / "run" / "samples.jsonl").read_text()
+    res, same = [], True  # rescores timed like the first evaluations: the best of REPEATS
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        evaluate_run(tmp / "run", progress=False, rescore=True)
+        res.append(time.perf_counter() - t0)
+        same &= (tmp / "run" / "samples.jsonl").read_text() == s1
+    t_re = min(res)
     print(f"== full WorldMark metric set ({len(wm)} metrics; features {', '.join(sorted(wm_needs))}), classical, "
           f"20 s 256x256 (320 frames) ==")
     print(f"  decode only {dec:.2f} s; first evaluate {t_first:.2f} s -> ratio {t_first / dec:.2f}x (goal <= 4x; "
@@ -82,7 +85,8 @@ def speed(tmp: Path) -> None:
           f"{runs[0] / dec:.2f}x of the best decode; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     print(f"== every metric (WorldMark + WorldMemBench), {first['features']['computed']} features computed ==")
     print(f"  first evaluate {t_all:.2f} s -> {t_all / dec:.2f}x decode; --rescore {t_re:.3f} s -> "
-          f"{100 * t_re / t_all:.2f} % of the first evaluation (goal <= 2 %); bit-identical samples: {s1 == s2}")
+          f"{100 * t_re / t_all:.2f} % of the first evaluation (goal <= 2 %; best of {REPEATS} each); bit-identical "
+          f"samples every time: {same}")
     # where the time goes (untimed above): each extractor's own CPU seconds (update + finish, on its thread)
     _, st = compute_features(open_record(tmp / "run" / "wr"), extractors_for("classical"), FeatureCache(tmp / "f2"))
     per = ", ".join(f"{k.split('@')[0]} {v:.2f}" for k, v in sorted(st["seconds"].items(), key=lambda kv: -kv[1]))
