@@ -317,8 +317,10 @@ class HardCutSignal:
         self.diff: list[float] = []
         self.last = None
 
-    def add(self, frame: np.ndarray) -> None:
-        g = cv2.resize(_gray(frame), (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
+    def add(self, frame: np.ndarray, gray: np.ndarray | None = None) -> None:
+        """Take the next frame (``gray``: its grey level, where the caller already has it)."""
+        g = _gray(frame) if gray is None else gray
+        g = cv2.resize(g, (64, 64), interpolation=cv2.INTER_AREA).astype(np.float32)
         self.diff.append(0.0 if self.last is None else float(np.abs(g - self.last).mean() / 255.0))
         self.last = g
 
@@ -337,18 +339,19 @@ class AppearanceExtractor(Extractor):
         self.emb, self.cuts = [], HardCutSignal()
 
     def update(self, i, frame):
-        self.emb.append(appearance_embedding(frame))
-        self.cuts.add(frame)
+        g = _gray(frame)  # shared by the embedding and the hard-cut signal
+        self.emb.append(appearance_embedding(frame, g))
+        self.cuts.add(frame, g)
 
     def finish(self):
         return {"emb": np.asarray(self.emb, np.float32), "frame_diff": self.cuts.array()}
 
 
-def appearance_embedding(frame: np.ndarray) -> np.ndarray:
+def appearance_embedding(frame: np.ndarray, gray: np.ndarray | None = None) -> np.ndarray:
     """Colour + texture descriptor of a frame (unit length): HSV histograms and gradient-orientation histograms on a
     2x2 grid, square-rooted (Hellinger) so that 1 - cos behaves like a distance between distributions."""
     hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
-    g = _gray(frame).astype(np.float32)
+    g = (_gray(frame) if gray is None else gray).astype(np.float32)
     gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
     mag = gx * gx

@@ -513,7 +513,7 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
         out["camera_rpe_trans"] = na("commanded path has no translation")
         return out
     try:
-        out["camera_rpe_trans"] = Score(_rpe_trans_evo(est, cmd, path, frames, rec["fps"]))
+        out["camera_rpe_trans"] = Score(_rpe_trans(est, cmd, path, frames, rec["fps"]))
     except Exception as e:  # evo raises on degenerate alignments; say so
         out["camera_rpe_trans"] = na(f"Sim(3) alignment failed: {type(e).__name__}: {e}")
     return out
@@ -525,7 +525,7 @@ def rotation_angles(R: np.ndarray) -> np.ndarray:
     return np.arccos(np.clip((tr - 1.0) / 2.0, -1.0, 1.0))
 
 
-def _rpe_trans_evo(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
+def _rpe_trans(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
     from evo.core.trajectory import PoseTrajectory3D
 
     ref = cmd.copy()
@@ -550,11 +550,13 @@ def rpe_translation(ref: np.ndarray, est: np.ndarray) -> np.ndarray:
     """Per-step translation RPE of (N, 4, 4) poses: ``|trans(inv(Q_i^-1 Q_i+1) P_i^-1 P_i+1)|``, evo's
     ``RPE(PoseRelation.translation_part, delta=1, delta_unit=frames)`` vectorised (evo's per-pair Python loop was
     60 % of a rescore); tests hold it equal to evo's."""
-    def rel(T):
+    def step(T):  # rotation and translation of T_i^-1 T_i+1
         R, t = T[:, :3, :3], T[:, :3, 3]
-        return np.einsum("nji,njk->nik", R[:-1], R[1:]), np.einsum("nji,nj->ni", R[:-1], t[1:] - t[:-1])
+        return R[:-1], R[1:], np.einsum("nji,nj->ni", R[:-1], t[1:] - t[:-1])
 
-    (Rq, tq), (_, tp) = rel(ref), rel(est)
+    Ra, Rb, tq = step(ref)
+    tp = step(est)[2]
+    Rq = np.einsum("nji,njk->nik", Ra, Rb)
     return np.linalg.norm(np.einsum("nji,nj->ni", Rq, tp - tq), axis=1)
 
 
