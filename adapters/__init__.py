@@ -1,18 +1,17 @@
 """Adapters: one file per world model, registered lazily by name.
 
-The registry maps a name to ``"module:Class"``; nothing is imported until a model is asked for, so
+:data:`MODELS` maps a name to ``"module:Class"``; nothing is imported until a model is asked for, so
 ``worldgate list models`` stays cheap. Unknown names get a did-you-mean error. Add a model with one file and one line
 here (see docs/adding-a-model.md).
 """
 
 from __future__ import annotations
 
-import importlib
-from difflib import get_close_matches
+from worldgate.trajectories.registry import Registry, UnknownNameError, did_you_mean
 
 from .base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, UnsupportedMotion
 
-MODELS: dict[str, str] = {
+_ENTRIES = {
     "engine": "worldgate.adapters.engine.adapter:EngineAdapter",
     # Engine faults: one known defect each, to prove each metric catches its own fault
     "engine-drift": "worldgate.adapters.engine.faults:DriftEngine",
@@ -45,48 +44,29 @@ MODELS: dict[str, str] = {
     "evoke": "worldgate.adapters.evoke:Evoke",
 }
 
-#: models of the benchmarks with no public code: listed in the docs, never registered
+#: models of the benchmarks with no adapter: listed by `worldgate list models`, never registered
 KNOWN_UNAVAILABLE = {
     "alayaworld": "AlayaWorld: no public inference code found (2026-11)",
-    "solaris": "Solaris (multiplayer): no public inference code found (2026-11)",
+    "solaris": "Solaris (MultiWorldBench, MP/SP): public JAX code (solaris-wm/solaris, found 2026-12), no adapter yet",
     "gamma-world": "Gamma-World (multiplayer): no public inference code found (2026-11)",
 }
 
-
-class UnknownNameError(KeyError):
-    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
-        return str(self.args[0])
-
-
-def did_you_mean(kind: str, name: str, known) -> UnknownNameError:
-    known = sorted(known)
-    close = get_close_matches(name, known, n=3, cutoff=0.5)
-    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-    return UnknownNameError(f"unknown {kind} {name!r}.{hint} Known {kind}s: {', '.join(known)}")
-
-
-def _load_class(name: str):
-    if name not in MODELS:
-        if name.lower() in KNOWN_UNAVAILABLE:
-            raise UnknownNameError(f"{KNOWN_UNAVAILABLE[name.lower()]}; it has no adapter.")
-        raise did_you_mean("model", name, MODELS)
-    module, cls = MODELS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+MODELS = Registry("model", _ENTRIES, unavailable=KNOWN_UNAVAILABLE)
 
 
 def get_adapter(name: str, **model_args) -> Adapter:
-    return _load_class(name)(**model_args)
+    return MODELS.get(name)(**model_args)
 
 
 def get_info(name: str) -> AdapterInfo:
-    return _load_class(name).info
+    return MODELS.get(name).info
 
 
 def list_models() -> list[str]:
-    return sorted(MODELS)
+    return MODELS.names()
 
 
 __all__ = [
     "Adapter", "AdapterError", "AdapterInfo", "Chunk", "NativeInputs", "UnsupportedMotion", "MODELS",
-    "get_adapter", "get_info", "list_models", "did_you_mean", "UnknownNameError",
+    "KNOWN_UNAVAILABLE", "get_adapter", "get_info", "list_models", "did_you_mean", "UnknownNameError",
 ]

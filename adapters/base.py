@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -48,6 +49,9 @@ class AdapterInfo:
     integration: str = ""  # "A" file/CLI, "B" patch adds an input path, "C" import the pipeline, "engine"
     image_conditioned: bool = True
     notes: str = ""
+    players: int = 1  # views per rollout: 1, or 2 for two-player models (MultiWorldBench)
+    #: why the model takes no seed ("" when ``rollout(seed=...)`` reaches it); meta.json then records ``seed: null``
+    no_seed: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -58,12 +62,25 @@ class AdapterInfo:
 
 @dataclass
 class Chunk:
-    """Frames produced by one rollout step: ``frames`` (T, H, W, 3) uint8 for video frames [start, start+T)."""
+    """Frames produced by one rollout step for video frames [start, start+T): ``frames`` (T, H, W, 3) uint8, or for
+    a multi-view model a dict ``{view: (T, H, W, 3)}`` (one frame per view per step). A runner that leaves its
+    output as a file gives ``video`` (the path, read while the rollout's iterator is open) and ``frames=None``."""
 
     start: int
-    frames: np.ndarray
+    frames: np.ndarray | dict[str, np.ndarray] | None
     context_ids: list[int] | None = None
     extra: dict = field(default_factory=dict)
+    video: Path | None = None
+
+
+#: the token a plan's ``command.txt`` holds where the rollout seed goes (replaced by :func:`with_seed`)
+SEED = "SEED"
+_SEED_TOKEN = re.compile(r"(?<=[\s=])SEED(?=\s|$)")
+
+
+def with_seed(command: str, seed: int | None) -> str:
+    """``command`` with every ``SEED`` token replaced by the rollout seed (unchanged when ``seed`` is None)."""
+    return command if seed is None else _SEED_TOKEN.sub(str(int(seed)), command)
 
 
 def horizontal_fov_deg(fx: float, width: float) -> float:
@@ -117,18 +134,21 @@ class NativeInputs:
             a = np.ascontiguousarray(self.arrays[k])
             h.update(k.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
         for k in sorted(self.files):
-            h.update(k.encode() + _file_bytes(k, self.files[k]))
+            h.update(k.encode() + file_bytes(k, self.files[k]))
         return h.hexdigest()
 
-    def write(self, folder: str | Path) -> list[str]:
-        """Write ``plan.json``, the native files, and ``plan.npz`` with all arrays. Returns the file names."""
+    def write(self, folder: str | Path, seed: int | None = None) -> list[str]:
+        """Write ``plan.json``, the native files, and ``plan.npz`` with all arrays. Returns the file names. With
+        ``seed``, the ``SEED`` token of ``command.txt`` becomes that seed (the plan itself never depends on it)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for name, content in sorted(self.files.items()):
             p = folder / name
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(_file_bytes(name, content))
+            if isinstance(content, str) and (name == "command.txt" or name in self.extra.get("seed_files", ())):
+                content = with_seed(content, seed)
+            p.write_bytes(file_bytes(name, content))
             written.append(name)
         if self.arrays:
             np.savez(folder / "plan.npz", **self.arrays)
@@ -140,7 +160,8 @@ class NativeInputs:
         return written
 
 
-def _file_bytes(name: str, content: Any) -> bytes:
+def file_bytes(name: str, content: Any) -> bytes:
+    """The bytes a native file holds: bytes/str as they are, arrays as .npy, dicts of arrays as .npz, else JSON."""
     if isinstance(content, bytes):
         return content
     if isinstance(content, str):
@@ -173,15 +194,13 @@ def _jsonable(x):
 
 
 class Adapter:
-    """Base class. Subclasses set ``info`` and implement ``plan``; runnable ones implement ``load`` and ``rollout``."""
+    """Base class. Subclasses set ``info`` and implement ``plan``; runnable ones implement ``load`` and ``rollout``
+    (models driven from their official repository subclass :class:`~worldgate.adapters.repo.RepoAdapter`)."""
 
     info: AdapterInfo
-    #: repository-driven models set this (adapters/repo.py): ``load``/``rollout`` then run the official entry point
-    repo_spec = None
 
     def __init__(self, **model_args):
         self.model_args = dict(model_args)
-        self._paths = None
 
     @property
     def name(self) -> str:
@@ -191,22 +210,10 @@ class Adapter:
         raise NotImplementedError
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        if self.repo_spec is None:
-            raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
-        from .repo import check_checkout
-
-        self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
+        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
 
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
-        if self.repo_spec is None:
-            raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
-        if context is not None and getattr(context, "name", "full_kv") != "full_kv":
-            raise AdapterError(f"{self.info.name}: the official entry point cannot take a context policy from outside")
-        if self._paths is None:
-            self.load()
-        from .repo import run_checkout
-
-        yield from run_checkout(self.info.name, self.repo_spec, self._paths, plan)
+        raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
 
     def resolved_config(self) -> dict:
         return {"adapter": self.info.name, "version": self.info.version, "model_args": _jsonable(self.model_args)}

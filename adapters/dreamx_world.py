@@ -53,8 +53,8 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move, rot_x, rot_y
 
-from .base import Adapter, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 H, W = 704, 1280
 FPS = 16.0
@@ -103,7 +103,7 @@ def integrate(keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return c2w, ang
 
 
-class DreamXWorld(Adapter):
+class DreamXWorld(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/AMAP-ML/DreamX-World",
         entry="inference_ar_forcing.py",
@@ -211,7 +211,7 @@ class DreamXWorld(Adapter):
         cmd = (f"python inference_ar_forcing.py --config_path configs/dreamx-ar/causal_camera_forcing_5b.yaml "
                f"--model_name CKPT/Wan2.2-TI2V-5B --transformer_path ./configs/dreamx-ar/ "
                f"--base_checkpoint_path CKPT/DreamX-World-5B/model.safetensors --data_path dreamx_input.json "
-               f"--output_folder OUT --num_output_frames {L} --fps 16 --seed 42 --color_correction_strength 1.0 "
+               f"--output_folder OUT --num_output_frames {L} --fps 16 --seed SEED --color_correction_strength 1.0 "
                f"--chunk_relative")
         lat = np.array([0] + [1 + 4 * i for i in range(L - 1)], np.int64)
         return NativeInputs(

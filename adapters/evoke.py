@@ -12,8 +12,15 @@ OP = evoke/dataset/evoke_data/operators.py, PE = evoke/pipelines/pipeline_evoke.
   **camera-to-world, OpenCV** axes (evoke/modules/geometric_state/da3_cloud.py:37, 416; EV:334 "camera +Z forward"),
   absolute (the warp renders a persistent point cloud from them, PE:2556-2584). The poses are resampled to the
   hard-coded 24 fps by nearest index ``round(i * pose_fps / 24)`` (IS:637; EV:150-166): this adapter writes one pose
-  per output frame at ``pose_fps`` 24, so the resampling is the identity. Frames past the track hold its last pose
-  (clamp, EV:163-166).
+  per output frame at ``pose_fps`` 24, so the resampling is the identity. The track covers every output frame, so
+  the extension mode past it (the launcher's ``relative_replay``, IB:249; passed as ``clamp`` here) never acts.
+- Launcher defaults that touch control, and what this adapter passes (the launcher's own values would clamp every
+  look to 10 degrees and 3 units per 36-frame chunk and low-pass the track, IB:245-246, 486-490; IS:1169-1207):
+  ``CAP_MAX_DEG`` 10 -> 0, ``CAP_MAX_TRANS`` 3 -> 0 (0 skips the clamp, IS:1177), ``POSE_SMOOTH_WIN`` 5 -> 0
+  (IS:1169), ``POSE_EXTEND_MODE`` relative_replay -> clamp, ``JOYSTICK_HUD`` auto -> off (it draws an overlay into
+  the video, IB:209-211, 473), ``SEED`` 44 -> the rollout seed (IB:95, 426). Left at the launcher's value, with a
+  caveat: image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px
+  (``GEO_CHUNK0_TARGET_DISP_PX``, da3_cloud.py:1737-1853; IS:1018), which is the model's own behaviour.
 - Translation unit: in i2v the scene's median depth is set to 5 pose units (``depth_median`` scale mode, IB:175-197;
   IS:329). This adapter writes the trajectory's metres as pose units. The Plücker branch that max-normalises
   translation per chunk (evoke/modules/camera_control.py:110-124; OP:431-451) is off in every shipped recipe
@@ -37,8 +44,8 @@ import math
 
 import numpy as np
 
-from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 W, H = 640, 384
 FPS = 24.0
@@ -72,7 +79,7 @@ def evoke_crop_resize(K: np.ndarray, h_org: int, w_org: int, h_t: int = H, w_t: 
     return [fx * s, fy * s, cx * s - (w_r - w_t) / 2.0, cy * s - (h_r - h_t) / 2.0]
 
 
-class Evoke(Adapter):
+class Evoke(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/AlayaLab/Evoke",
         entry="scripts/inference/infer_post_distill.sh",
@@ -129,7 +136,11 @@ class Evoke(Adapter):
         if F != n + 1:
             caveats.append(f"{n + 1} frames rounded up to {F} (36c-3, {chunks} chunks): the last {F - n - 1} frames "
                            "hold the final pose")
-        cmd = (f"env MODE=i2v NUM_CHUNKS={chunks} MAX_CASES=1 JSONL=cases.jsonl "
+        caveats.append("image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px "
+                       "(GEO_CHUNK0_TARGET_DISP_PX, da3_cloud.py:1737-1853): the first chunk's translation scale is "
+                       "the model's, not the trajectory's")
+        cmd = (f"env MODE=i2v NUM_CHUNKS={chunks} MAX_CASES=1 JSONL=cases.jsonl SEED=SEED CAP_MAX_DEG=0 "
+               f"CAP_MAX_TRANS=0 POSE_SMOOTH_WIN=0 POSE_EXTEND_MODE=clamp JOYSTICK_HUD=off "
                f"bash scripts/inference/infer_post_distill.sh  # cases.jsonl paths are relative to the Evoke checkout")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

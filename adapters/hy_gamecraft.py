@@ -39,8 +39,8 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move, rot_x, rot_y
 
-from .base import Adapter, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 H, W = 704, 1216
 FPS = 24.0
@@ -73,7 +73,7 @@ def local_c2w(key: str, value: float, frac: float) -> np.ndarray:
     return T
 
 
-class HYGameCraft(Adapter):
+class HYGameCraft(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/Tencent-Hunyuan/Hunyuan-GameCraft-1.0",
         entry="hymm_sp/sample_batch.py",
@@ -89,9 +89,16 @@ class HYGameCraft(Adapter):
         intrinsics_regime=2, aspect_policy="crop", context_policies=("sliding_window",),
         hf_ids=("tencent/Hunyuan-GameCraft-1.0",), repository="https://github.com/Tencent-Hunyuan/Hunyuan-GameCraft-1.0",
         licence="Tencent Hunyuan Community License (excludes EU, UK, South Korea)", integration="A",
-        notes="speed = metres or degrees per 33-frame action (README range 0-3); no idle key (hold = w at speed 0)",
+        notes="speed = metres or degrees per 33-frame action (README range 0-3); no idle key (hold = w at speed 0); "
+              "--seed 0 means a random seed to GameCraft (sample_batch.py:134), so a rollout refuses seed 0",
     )
     FPS = FPS
+
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0):
+        if int(seed) == 0:  # `args.seed if args.seed else random...` (hymm_sp/sample_batch.py:134)
+            raise AdapterError("hy-gamecraft: seed 0 is a random seed to GameCraft (hymm_sp/sample_batch.py:134) and "
+                               "would not reproduce; pass --seed N with N != 0")
+        yield from super().rollout(plan, context, seed)
 
     def plan(self, case) -> NativeInputs:
         traj = case.trajectory
@@ -169,7 +176,7 @@ class HYGameCraft(Adapter):
                f"\"overexposed, low quality, deformation, a poor composition, bad hands, bad teeth, bad eyes, bad limbs, "
                f"distortion, blurring, text, subtitles, static, picture, black border.\" --ckpt "
                f"weights/gamecraft_models/mp_rank_00_model_states.pt --video-size {H} {W} --cfg-scale 2.0 --image-start "
-               f"--action-list {' '.join(keys)} --action-speed-list {speed_txt} --seed 250160 --infer-steps 50 "
+               f"--action-list {' '.join(keys)} --action-speed-list {speed_txt} --seed SEED --infer-steps 50 "
                f"--flow-shift-eval-video 5.0 --save-path OUT")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

@@ -26,13 +26,13 @@ import math
 
 import numpy as np
 
-from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 WORK_W, WORK_H = 832, 480  # the pixel units intrinsics.npy is read in (wan/image2video.py:387-394)
 
 
-class LingBotWorld(Adapter):
+class LingBotWorld(RepoAdapter):
     # ckpt=FOLDER holding the checkpoint folder named by CKPT (the command passes --ckpt_dir CKPT/<name>)
     repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world", entry="generate.py",
                          hf_id="robbyant/lingbot-world-base-cam")
@@ -89,4 +89,5 @@ class LingBotWorld(Adapter):
 
     def command(self, case, F: int) -> str:
         return (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/{self.CKPT} "
-                f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --prompt \"$(cat prompt.txt)\"")
+                f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --base_seed SEED "
+                f"--prompt \"$(cat prompt.txt)\"")

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 from .base import AdapterInfo
-from .repo import RepoSpec
 from .lingbot_world import LingBotWorld
+from .repo import RepoSpec
 
 
 class LingBotWorldV2(LingBotWorld):
@@ -45,4 +45,4 @@ class LingBotWorldV2(LingBotWorld):
     def command(self, case, F: int) -> str:
         return (f"python generate.py --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {case.image or 'IMAGE'} "
                 f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 --sink_size 6 "
-                f"--prompt \"$(cat prompt.txt)\"")
+                f"--base_seed SEED --prompt \"$(cat prompt.txt)\"")

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 H, W = 480, 832
 
 
-class Lyra2(Adapter):
+class Lyra2(RepoAdapter):
     repo_spec = RepoSpec(clone="https://github.com/nv-tlabs/lyra (folder Lyra-2/)",
                          entry="lyra_2/_src/inference/lyra2_custom_traj_inference.py", hf_id="nvidia/Lyra-2.0")
     info = AdapterInfo(
@@ -58,7 +58,7 @@ class Lyra2(Adapter):
             caveats.append(f"{n + 1} frames rounded up to {N} (1+80k): the tail holds the final pose")
         cmd = (f"python -m lyra_2._src.inference.lyra2_custom_traj_inference --experiment lyra2 "
                f"--input_image_path {case.image or 'IMAGE'} --trajectory_path trajectory.npz --captions_path "
-               f"captions.json --num_frames {N} --fps 16 --resolution 480,832 --pose_scale 1.0")
+               f"captions.json --num_frames {N} --fps 16 --resolution 480,832 --pose_scale 1.0 --seed SEED")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
             fps=self.FPS, n_frames=N, segment_frames=traj.segment_frames(self.FPS, n),

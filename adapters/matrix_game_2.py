@@ -28,14 +28,14 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move
 
-from .base import Adapter, AdapterInfo, NativeInputs, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterInfo, NativeInputs, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.1
 KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D]
 
 
-class MatrixGame2(Adapter):
+class MatrixGame2(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-2/)", entry="inference.py",
         hf_id="Skywork/Matrix-Game-2.0", patches={"inference.py": "--actions"},
@@ -84,7 +84,7 @@ class MatrixGame2(Adapter):
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
         cmd = (f"python inference.py --config_path configs/inference_yaml/inference_universal.yaml --checkpoint_path "
                f"CKPT/base_distilled_model/base_distill.safetensors --img_path {case.image or 'IMAGE'} "
-               f"--num_output_frames {L} --actions actions.npz  # --actions is added by the worldgate patch")
+               f"--num_output_frames {L} --seed SEED --actions actions.npz  # --actions is added by the worldgate patch")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=640, height=352,
             fps=self.FPS, n_frames=F, segment_frames=segs, arrays={"keyboard_cond": kb, "mouse_cond": ms},

@@ -54,8 +54,8 @@ import numpy as np
 
 from worldgate.trajectories.core import LOOK_RATE, Move
 
-from .base import Adapter, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
 FPS = 17.0
@@ -133,7 +133,7 @@ def center_crop_box(w0: int, h0: int) -> tuple[int, int, int, int]:
     return int(round((h0 - new_h) / 2.0)), int(round((w0 - new_w) / 2.0)), new_h, new_w
 
 
-class MatrixGame3(Adapter):
+class MatrixGame3(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-3/)",
         entry="generate.py",
@@ -216,7 +216,7 @@ class MatrixGame3(Adapter):
             if case.intrinsics:
                 intr["case_hfov_after_crop_deg"] = horizontal_fov_deg(case.intrinsics[0], cw)
         cmd = (f"python generate.py --size 704*1280 --ckpt_dir CKPT/Matrix-Game-3.0 --image {case.image or 'IMAGE'} "
-               f"--prompt \"$(cat prompt.txt)\" --num_iterations {iters} --num_inference_steps 3 --seed 42 "
+               f"--prompt \"$(cat prompt.txt)\" --num_iterations {iters} --num_inference_steps 3 --seed SEED "
                f"--save_name {case.id} --output_dir OUT --actions actions.npz  # --actions is added by the worldgate patch")
         clips = [(0, FIRST_CLIP)] + [(FIRST_CLIP + CLIP_NEW * k - 56, FIRST_CLIP + CLIP_NEW * k) for k in range(1, iters)]
         return NativeInputs(

@@ -47,8 +47,8 @@ import math
 
 import numpy as np
 
-from .base import Adapter, AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
 FPS = 16.0
@@ -63,7 +63,7 @@ def crop_resize(w0: int, h0: int) -> dict:
     return {"crop": {"left": left, "top": top, "width": cw, "height": ch}, "scale_xy": [W / cw, H / ch]}
 
 
-class MatrixGame35(Adapter):
+class MatrixGame35(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/Riemann-Dynamics/Matrix-Game-3.5",
         entry="infer_distilled.py",
@@ -128,7 +128,8 @@ class MatrixGame35(Adapter):
             if case.view == "third":
                 caveats.append("third-person case run with the first-person distilled checkpoint (the only "
                                "distilled one); variant=base uses the third-person checkpoint")
-            files["distilled.yaml"] = f"profile: {profile}\nnum_blocks: {blocks}\n"
+            # infer_distilled.py takes its seed from the config only (distilled_config.py:20, 111-130; default 3407)
+            files["distilled.yaml"] = f"profile: {profile}\nnum_blocks: {blocks}\nseed: SEED\n"
             cmd = (f"python infer_distilled.py --config distilled.yaml --checkpoint "
                    f"checkpoints/distilled-first-person.safetensors --image {case.image or 'IMAGE'} "
                    f"--camera camera.npz --prompt-file prompt.txt --output result.mp4")
@@ -136,7 +137,7 @@ class MatrixGame35(Adapter):
             caveats.append("base result.mp4 carries the frame index drawn top-left on every frame "
                            "(validation.py:2198): crop it or read the raw history before scoring")
             cmd = (f"python infer.py --person {case.view} --image {case.image or 'IMAGE'} --camera camera.npz "
-                   f"--prompt-file prompt.txt --num-blocks {blocks}")
+                   f"--prompt-file prompt.txt --num-blocks {blocks} --seed SEED")
         files["command.txt"] = cmd + "\n"
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
@@ -151,5 +152,6 @@ class MatrixGame35(Adapter):
                         "native_vfov_deg": horizontal_fov_deg(float(k[1]), H)},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
             extra={"variant": variant, "profile": profile if variant == "distilled" else None, "num_blocks": blocks,
-                   "image": case.image, "view": case.view},
+                   "image": case.image, "view": case.view,
+                   "seed_files": ["distilled.yaml"] if variant == "distilled" else []},
         )

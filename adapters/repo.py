@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
-
-from .base import AdapterError, Chunk
+from .base import Adapter, AdapterError, Chunk, NativeInputs, with_seed
 
 
 @dataclass(frozen=True)
@@ -85,9 +83,10 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*_(PATH|DIR)$")
 
 
-def command_argv(command: str, files: dict, native: Path, paths: dict, image: str | None) -> list[str]:
-    """The plan's command line with its native files, image and weights made absolute."""
-    command = command.split(" #", 1)[0].strip()
+def command_argv(command: str, files: dict, native: Path, paths: dict, image: str | None,
+                 seed: int | None = None) -> list[str]:
+    """The plan's command line with its native files, image and weights made absolute and the rollout seed in."""
+    command = with_seed(command.split(" #", 1)[0].strip(), seed)
     argv = shlex.split(command)
     out = []
     for tok in argv:
@@ -146,16 +145,16 @@ def _absolute_paths_in_jsonl(native: Path, files: dict, image: str | None) -> No
                 p.write_text(json.dumps([fix(r) for r in data], indent=2))
 
 
-def run_checkout(name: str, spec: RepoSpec, paths: dict, plan) -> Iterator[Chunk]:
-    """Run the entry point for one plan in the checkout; yield the whole video as one chunk."""
-    from worldgate.generate.video import read_frames
-
+def run_checkout(name: str, spec: RepoSpec, paths: dict, plan, seed: int | None = None) -> Iterator[Chunk]:
+    """Run the entry point for one plan in the checkout; yield the video it wrote as one chunk (``Chunk.video``:
+    ``generate`` reads it while this iterator is open, then the work folder goes)."""
     with tempfile.TemporaryDirectory(prefix=f"worldgate-{name}-") as work:
         work = Path(work)
         native = work / "native"
-        plan.write(native)
+        plan.write(native, seed=seed)
         _absolute_paths_in_jsonl(native, plan.files, plan.extra.get("image"))
-        argv = command_argv(plan.files.get("command.txt", ""), plan.files, native, paths, plan.extra.get("image"))
+        argv = command_argv(plan.files.get("command.txt", ""), plan.files, native, paths, plan.extra.get("image"),
+                            seed)
         if not argv:
             raise AdapterError(f"{name}: the plan has no command.txt to run")
         t0 = time.time()
@@ -171,5 +170,26 @@ def run_checkout(name: str, spec: RepoSpec, paths: dict, plan) -> Iterator[Chunk
             raise AdapterError(f"{name}: the entry point finished but wrote no new .mp4 (looked in the checkout "
                                f"and $WORLDGATE_OUT)")
         video = max(videos, key=lambda p: p.stat().st_mtime)
-        frames = np.stack(list(read_frames(video)))
-        yield Chunk(start=0, frames=frames, extra={"source_video": str(video), "argv": argv})
+        yield Chunk(start=0, frames=None, video=video, extra={"source_video": str(video), "argv": argv})
+
+
+class RepoAdapter(Adapter):
+    """An adapter whose runtime is the model's official repository: ``load`` checks the checkout once, ``rollout``
+    runs the plan's ``command.txt`` there with the rollout seed in place of its ``SEED`` token."""
+
+    repo_spec: RepoSpec
+
+    def __init__(self, **model_args):
+        super().__init__(**model_args)
+        self._paths = None
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
+
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
+        if context is not None and getattr(context, "name", "full_kv") != "full_kv":
+            raise AdapterError(f"{self.info.name}: the official entry point cannot take a context policy from outside")
+        if self._paths is None:
+            self.load()
+        yield from run_checkout(self.info.name, self.repo_spec, self._paths, plan,
+                                None if self.info.no_seed else seed)

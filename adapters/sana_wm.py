@@ -34,7 +34,7 @@ Conventions this adapter relies on, read in the diffusers **0.42.1** wheel (docs
   ``[sink + history + block]`` K/V and then captured post-RoPE into the history (RF:225-330), the history trimmed to
   the last ``kv_max_frames - sink_size`` latent frames (RF:333-340; canonical 11). That history is the one real KV
   cache a context policy can drive here: ``refine_with_context`` runs the same loop with the held chunks chosen by a
-  :class:`~worldgate.generate.context.ContextPolicy` (chunk 0 = the sink, chunk k = block k) instead of the trim.
+  :class:`~worldgate.adapters.context.ContextPolicy` (chunk 0 = the sink, chunk k = block k) instead of the trim.
 - The letter DSL, for reference only (the agreement test checks the poses against it): ``action_string_to_c2w``
   (CU:82-139), w/s forward/back, a/d strafe, j/l yaw (l = right), i/k pitch (i = up), 0.05 units and 1.2 degrees
   per frame, ``R_new = rot_y(yaw) @ R @ rot_x(pitch)`` (CU:114), moves in the yaw plane (CU:116-132).
@@ -122,7 +122,7 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
     from diffusers.pipelines.sana_wm.refiner import STAGE_2_DISTILLED_SIGMA_VALUES, _pack_latents, _unpack_latents
     from diffusers.utils.torch_utils import randn_tensor
 
-    from worldgate.generate.context import ChunkInfo
+    from worldgate.adapters.context import ChunkInfo
 
     tr = refiner.transformer
     cfg = tr.config

@@ -1,7 +1,7 @@
 """The two-view adapter protocol (MultiWorldBench): one world, two players, one frame per player per step.
 
-A two-player adapter is an :class:`~worldgate.adapters.base.Adapter` with ``players = 2``. Its ``plan(case)`` takes a
-:class:`~worldgate.trajectories.multiworld.TwoPlayerCase` and returns :class:`NativeInputs` whose ``files`` hold
+A two-player adapter is an :class:`~worldgate.adapters.base.Adapter` whose info says ``players=2``. Its ``plan(case)``
+takes a :class:`~worldgate.trajectories.multiworldbench.world.TwoPlayerCase` and returns :class:`NativeInputs` whose ``files`` hold
 ``actions.json``: both players' schedules, their interactions, and the per-step action table ``steps`` (one row per
 frame: ``{"A": action, "B": action}``, an action being ``{"move", "look"}`` plus, on the step it fires,
 ``"act": "place"|"destroy"`` with ``material`` and its aim: ``column``, ``cells`` or ``occluder``).
@@ -11,35 +11,25 @@ The runtime contract is step-wise, as a multiplayer world model is driven:
 - ``reset(plan, seed)`` starts a rollout;
 - ``step(i, action_a, action_b) -> (frame_a, frame_b)`` advances one step with both players' actions and returns one
   uint8 frame (H, W, 3) per player;
-- ``rollout(plan, context, seed)`` (provided) runs every step and yields :class:`TwoViewChunk` s, which
-  ``generate`` writes as a two-view record (``generate/twoview.py``: ``video_a.mp4``, ``video_b.mp4``, both players'
-  commanded poses and the action schedule).
+- ``rollout(plan, context, seed)`` (provided) runs every step and yields :class:`~worldgate.adapters.base.Chunk` s
+  whose ``frames`` are ``{"A": ..., "B": ...}``, which ``generate`` writes as a record with two views
+  (``generate/records.py``: ``video_a.mp4``, ``video_b.mp4``, both players' commanded poses and the action schedule).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
-from .base import Adapter, AdapterError, NativeInputs
+from worldgate.trajectories.multiworldbench.world import PLAYERS, frame_of
 
-
-@dataclass
-class TwoViewChunk:
-    """Frames of both players for video frames [start, start + T): ``frames["A"]``, ``frames["B"]`` (T, H, W, 3)."""
-
-    start: int
-    frames: dict[str, np.ndarray]
-    extra: dict = field(default_factory=dict)
+from .base import Adapter, AdapterError, Chunk, NativeInputs
 
 
 def step_table(case, fps: float, n: int) -> list[dict]:
     """Per-frame actions of both players: the held move and look of the segment containing t_i = i / fps, and the
     interactions that fire on this step (the first frame at or after their time)."""
-    from worldgate.trajectories.multiworld import PLAYERS, frame_of
-
     rows = [{p: {} for p in PLAYERS} for _ in range(n)]
     for p in PLAYERS:
         sched = case.players[p]
@@ -57,8 +47,6 @@ def step_table(case, fps: float, n: int) -> list[dict]:
 class TwoPlayerAdapter(Adapter):
     """Base class of two-player adapters: subclasses implement ``plan``, ``reset`` and ``step``."""
 
-    players = 2
-
     def reset(self, plan: NativeInputs, seed: int = 0) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -68,7 +56,7 @@ class TwoPlayerAdapter(Adapter):
     def chunk_frames(self) -> int:
         return int(getattr(self, "chunk", 16))
 
-    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[TwoViewChunk]:
+    def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
         if context is not None:
             raise AdapterError(f"{self.info.name}: two-player rollouts take no context policy")
         steps = plan.files["actions.json"]["steps"]
@@ -83,4 +71,4 @@ class TwoPlayerAdapter(Adapter):
                 a, b = self.step(i, steps[i]["A"], steps[i]["B"])
                 fa.append(a)
                 fb.append(b)
-            yield TwoViewChunk(start=start, frames={"A": np.stack(fa), "B": np.stack(fb)})
+            yield Chunk(start=start, frames={"A": np.stack(fa), "B": np.stack(fb)})

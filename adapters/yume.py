@@ -40,8 +40,8 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move
 
-from .base import Adapter, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoSpec
+from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
 FPS = 16.0
@@ -84,7 +84,7 @@ def chunks_for(seconds: float) -> int:
     return max(1, int(math.floor(round(seconds * FPS / LINE_FRAMES, 9) + 0.5)))
 
 
-class Yume(Adapter):
+class Yume(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/stdstu12/YUME",
         entry="fastvideo/sample/sample_5b.py",
@@ -101,6 +101,8 @@ class Yume(Adapter):
         integration="A",
         notes="--caption_path caption.txt; full history with multi-rate spatial compression "
               "(wan23/modules/model.py:588-721), no knob to restrict it; prompt refined by InternVL3-2B",
+        no_seed="sample_5b.py parses --seed but never uses it (set_seed is commented out, sample_5b.py:1137-1140); "
+                "wan_i2v.generate draws its seed from unseeded random (wan23/textimage2video.py:348, 456)",
     )
     FPS = FPS
 
@@ -138,11 +140,11 @@ class Yume(Adapter):
         if any(s.look in (Look.PITCH_UP, Look.PITCH_DOWN) for s in traj.segments):
             caveats.append("no shipped caption line tilts; pitch lines reuse the pan numbers (0/4/4)")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
-        cmd = (f"torchrun --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py --seed 43 "
-               f"--gradient_checkpointing --train_batch_size 1 --max_sample_steps 600000 --mixed_precision bf16 "
-               f"--allow_tf32 --video_output_dir ./outputs --caption_path caption.txt --test_data_dir ./val "
-               f"--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\""
-               f"  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146)")
+        cmd = ("torchrun --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py "
+               "--gradient_checkpointing --train_batch_size 1 --max_sample_steps 600000 --mixed_precision bf16 "
+               "--allow_tf32 --video_output_dir ./outputs --caption_path caption.txt --test_data_dir ./val "
+               "--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\""
+               "  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146)")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
             fps=FPS, n_frames=n * LINE_FRAMES, segment_frames=segs,

@@ -24,7 +24,7 @@ def main() -> int:
                     "the initial view is only remembered if the policy retrieves it)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    from worldgate.experiments import compare_context
+    from worldgate.experiments.context import compare_context
     from worldgate.trajectories.suites import load_suite
 
     cases = [c.to_dict() for c in load_suite("worldmembench-engine") if c.tags["trajectory"] == "LRLRLR"][: a.limit]

@@ -35,7 +35,7 @@ def relative_truth(c2w: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, n
 
 
 def score_record(est: dict, true_c2w: np.ndarray) -> dict:
-    from worldgate.evaluate.metrics import rotation_angles
+    from worldgate.evaluate.shared import rotation_angles
 
     gap = int(est["gap"])
     a, R_true, t_true = relative_truth(true_c2w, gap)
@@ -57,7 +57,7 @@ def main() -> int:
     from worldgate.adapters.engine.faults import FAULT_TARGETS
     from worldgate.evaluate.classical import PoseExtractor
     from worldgate.evaluate.features import FeatureCache, compute_features, open_record
-    from worldgate.evaluate.validate import validation_manifest
+    from worldgate.experiments.validate import validation_manifest
     from worldgate.generate.runner import run_generate
     from worldgate.trajectories.suites import Case
 

@@ -51,7 +51,7 @@ def main() -> int:
     from diffusers.pipelines.sana_wm.refiner import SanaWMLTX2Refiner
 
     from worldgate.adapters.sana_wm import refine_with_context
-    from worldgate.generate.context import make_policy
+    from worldgate.adapters.context import make_policy
 
     torch.manual_seed(0)
     dim = a.heads * a.head_dim

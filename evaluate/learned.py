@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from .features import Extractor, FeatureError
-from .memory import TargetExtractor, _bbox, revisit_phases, revisit_range
+from .worldmembench.static import TargetExtractor, _bbox, revisit_phases, revisit_range
 
 DINOV2_ID = "facebook/dinov2-base"
 DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
@@ -284,7 +284,7 @@ class LearnedQuality(Extractor):
 
 class LearnedTargets(TargetExtractor):
     """WorldMemBench targets under the learned backend: found at each revisit as the classical extractor finds them
-    (template detection in a search window; evaluate/memory.py), described by DINOv2 patch tokens inside the mask
+    (template detection in a search window; evaluate/worldmembench/static.py), described by DINOv2 patch tokens inside the mask
     (L2-normalised tokens weighted by the mask's share of each patch, re-normalised; METRICS.md "DINOv2 features inside
     the person mask"), and cut out by SAM2 prompted with the target's box (object geometry), at the reference and at
     the revisit frame where it was detected. SAM2's input is the frame resized to 1024 x 1024 with ImageNet
@@ -364,7 +364,7 @@ class LearnedTargets(TargetExtractor):
 
 class LearnedMemoryDepth(Extractor):
     """Depth Anything relative inverse depth, on a 32 x 32 grid, at frame 0 and at the frames of every revisit phase
-    (every ``STRIDE``-th and the arrival frame; evaluate/memory.py): the maps Depth Spearman and the Spherical
+    (every ``STRIDE``-th and the arrival frame; evaluate/worldmembench/static.py): the maps Depth Spearman and the Spherical
     Reconstruction Score compare."""
 
     name = "memory_depth"
@@ -415,11 +415,15 @@ class LearnedMemoryDepth(Extractor):
         return {**super().config(), "model": self.depth.hf_id, "grid": self.GRID, "stride": self.STRIDE}
 
 
-def learned_extractors(device: str = "cpu", **kw) -> list[Extractor]:
+def check_installed() -> None:
     try:
-        import transformers  # noqa: F401
+        import transformers  # noqa: F401  (optional: the learned extra)
     except ImportError:
         raise FeatureError("the learned backend needs transformers: pip install -e '.[learned]'") from None
+
+
+def learned_extractors(device: str = "cpu", **kw) -> list[Extractor]:
+    check_installed()
     return [LearnedFlow(device=device), LearnedDepth(device=device), LearnedAppearance(device=device),
             LearnedQuality(device=device, head_path=kw.get("aesthetic_head")), LearnedTargets(device=device),
             LearnedMemoryDepth(device=device)]

@@ -19,41 +19,26 @@ from pathlib import Path
 
 import numpy as np
 
-from . import multiworld
+from tqdm import tqdm
+
+from worldgate.generate.records import candidate_records, git_hash, read_meta, record_views
+from worldgate.trajectories.registry import did_you_mean
+
 from .features import FeatureCache, FeatureError, compute_features, open_record
-from .metrics import METRIC_INFO, PARAMS, score_record
+from . import metrics as M
+from .metrics import benchmarks, metric_info, score_record
 
 BACKENDS = ("classical", "learned")
 
 
-def extractors_for(backend: str):
-    from .classical import CLASSICAL
-
-    if backend == "classical":
-        from .judge import EventExtractor
-        from .memory import TargetExtractor
-
-        return [cls() for cls in CLASSICAL.values()] + [TargetExtractor(), EventExtractor()]
-    from .learned import learned_extractors  # noqa: F401  (raises a clear error when not installed)
-
-    return learned_extractors()
+def extractors_for(backend: str) -> list:
+    """The one-view benchmarks' extractors under ``backend`` (each feature once)."""
+    return M.extractors(backend, views=1)
 
 
-def record_folders(run: Path) -> list[Path]:
-    """Every folder of a run that claims to be a rollout record (complete or not: broken ones get error entries)."""
-    out = []
-    for p in sorted(Path(run).iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
-            continue
-        try:
-            meta = json.loads((p / "meta.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            if (p / "video.mp4").exists():
-                out.append(p)  # a record with a video but broken metadata: report it, do not skip it silently
-            continue
-        if meta.get("kind") in ("rollout", "rollout-2p"):  # rollout-2p: MultiWorldBench two-view records
-            out.append(p)
-    return out
+def n_views(folder: Path) -> int:
+    meta = read_meta(folder)
+    return len(record_views(meta)) if meta else 1
 
 
 def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "classical", rescore: bool = False,
@@ -64,19 +49,12 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         raise FileNotFoundError(f"run folder {run} does not exist (write one with `worldgate generate ... --out {run}`)")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {BACKENDS}")
-    bad = sorted(set(params or ()) - set(PARAMS))
-    if bad:
-        from worldgate.adapters import did_you_mean
-
-        raise did_you_mean("parameter", bad[0], PARAMS)
-    unknown = sorted(set(metrics or ()) - set(METRIC_INFO))
+    P = M.params(params)  # every benchmark's thresholds; an unknown name gets a did-you-mean error
+    unknown = sorted(set(metrics or ()) - set(metric_info()))
     if unknown:
-        from worldgate.adapters import did_you_mean
-
-        raise did_you_mean("metric", unknown[0], METRIC_INFO)
-    P = dict(PARAMS, **(params or {}))
+        raise did_you_mean("metric", unknown[0], metric_info())
     cache = FeatureCache(run / ".features")
-    folders = record_folders(run)
+    folders = candidate_records(run)
     if not folders:
         raise FileNotFoundError(f"{run} holds no rollout records (was it written with --dry-run?)")
     extractors = extractors if extractors is not None else extractors_for(backend)
@@ -84,14 +62,13 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
     samples, t_all = [], time.perf_counter()
     feat_stats = {"computed": 0, "cached": 0}
-    items = folders
-    if progress:
-        from tqdm import tqdm
-
-        items = tqdm(folders, desc=f"evaluate {run.name}", unit="record")
+    items = tqdm(folders, desc=f"evaluate {run.name}", unit="record") if progress else folders
     for folder in items:
-        if multiworld.is_two_view(folder):  # two-view records (MultiWorldBench) are scored by evaluate/multiworld.py
-            samples.append(multiworld.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats))
+        views = n_views(folder)
+        if views > 1:  # records with several views are scored by the benchmarks of such records, features and all
+            for b in benchmarks():
+                if b.views == views:
+                    samples.append(b.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats))
             continue
         row = {"case": folder.name}
         try:
@@ -119,9 +96,6 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             row["error"] = f"{type(e).__name__}: {e}"
         samples.append(row)
     results = aggregate(samples, metrics)
-    from .memory import analyses
-
-    results["analyses"] = analyses([s for s in samples if "error" not in s])
     results.update({
         "run": str(run),
         "config": {"backend": backend, "metrics": sorted(metrics) if metrics else "all", "rescore": rescore,
@@ -134,7 +108,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
-    multiworld.finish_results(results, samples, metrics)  # MultiWorldBench capabilities, tracks and overall
+    for b in benchmarks():  # run-level results: WorldMemBench's analyses, MultiWorldBench's capabilities and tracks
+        if b.finish is not None:
+            b.finish(results, samples, metrics)
     if write:
         (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
         (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
@@ -142,7 +118,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
 
 
 def aggregate(samples: list[dict], metrics: set[str] | None = None) -> dict:
-    ids = [m for m in METRIC_INFO if not metrics or m in metrics]
+    ids = [m for m in metric_info() if not metrics or m in metrics]
     agg = {}
     n = len(samples)
     for m in ids:
@@ -178,8 +154,6 @@ def versions() -> dict:
 
 
 def _git() -> str:
-    from worldgate.generate.records import git_hash
-
     return git_hash()
 
 
@@ -208,8 +182,8 @@ def _clean(x):
 def format_table(results: list[dict]) -> str:
     """One column per run (the run's folder name), one row per metric, with coverage."""
     names = [Path(r["run"]).name for r in results]
-    ids = [m for m in METRIC_INFO if any(m in r["metrics"] for r in results)]
-    w0 = max(len(METRIC_INFO[m]["name"]) for m in ids) + 2
+    ids = [m for m in metric_info() if any(m in r["metrics"] for r in results)]
+    w0 = max(len(metric_info()[m]["name"]) for m in ids) + 2
     lines = ["metric".ljust(w0) + "".join(n[:22].rjust(24) for n in names)]
     for m in ids:
         cells = []
@@ -219,9 +193,9 @@ def format_table(results: list[dict]) -> str:
                 cells.append("n/a".rjust(24))
             else:
                 v = a["mean"]
-                cells.append(f"{v:.3f} ({a['n']}/{r['records']})".rjust(24) if METRIC_INFO[m]["range"] != "0-100"
+                cells.append(f"{v:.3f} ({a['n']}/{r['records']})".rjust(24) if metric_info()[m]["range"] != "0-100"
                              else f"{v:.1f} ({a['n']}/{r['records']})".rjust(24))
-        lines.append(METRIC_INFO[m]["name"].ljust(w0) + "".join(cells))
+        lines.append(metric_info()[m]["name"].ljust(w0) + "".join(cells))
     backs = sorted({b["backend"] for r in results for b in r["backends"].values()})
     lines.append(f"(value (records scored/records); backend: {', '.join(backs)})")
     return "\n".join(lines)
@@ -234,7 +208,7 @@ def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
                          "in one table: evaluate them all with the same --backend")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ids = [m for m in METRIC_INFO if any(r["metrics"].get(m, {}).get("mean") is not None for r in results)]
+    ids = [m for m in metric_info() if any(r["metrics"].get(m, {}).get("mean") is not None for r in results)]
     header = ["run", "records"] + ids
     rows = []
     for r in results:
@@ -243,7 +217,7 @@ def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
     csv = out / "leaderboard.csv"
     csv.write_text("\n".join(",".join(x) for x in [header] + rows) + "\n")
     md = out / "leaderboard.md"
-    names = ["run", "records"] + [METRIC_INFO[m]["name"] for m in ids]
+    names = ["run", "records"] + [metric_info()[m]["name"] for m in ids]
     md.write_text("| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
                   "".join("| " + " | ".join(r) + " |\n" for r in rows) +
                   f"\nbackend: {json.loads(backs.pop())}\n")
@@ -251,13 +225,13 @@ def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
 
 
 def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: bool = False) -> int:
-    """Fill the feature cache for this process's share (``i % world == rank``) of a run's records."""
+    """Fill the feature cache for this process's share (``i % world == rank``) of a run's one-view records."""
     cache = FeatureCache(run / ".features")
-    extractors = extractors_for(backend)
+    exs = extractors_for(backend)
     n = 0
-    for folder in record_folders(run)[rank::world]:
+    for folder in [f for f in candidate_records(run) if n_views(f) == 1][rank::world]:
         try:
-            compute_features(open_record(folder), extractors, cache)
+            compute_features(open_record(folder), exs, cache)
             n += 1
         except Exception:  # scored (and reported) by rank 0
             pass
@@ -266,24 +240,18 @@ def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: b
 
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
                  out: str | None = None, progress: bool = True) -> int:
-    from worldgate.dist import barrier, rank_world
-
+    """Score runs, print the table, write results and (several runs) a leaderboard. Under a launcher the CLI has
+    filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part."""
     wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics else None
-    rank, world = rank_world()
-    if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
-        if not rescore:
-            for run in runs:
-                precompute_shard(Path(run), backend, rank, world)
-        barrier("evaluate-features", Path(runs[0]))
-        if rank != 0:
-            return 0
     results = []
     for run in runs:
         results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress))
     print(format_table(results))
     for r in results:
-        if r.get("multiworld"):
-            print(f"{Path(r['run']).name}: {multiworld.format_tracks(r)}")
+        for b in benchmarks():
+            line = b.summary(r) if b.summary is not None else ""
+            if line:
+                print(f"{Path(r['run']).name}: {line}")
     for r in results:
         if r["errors"]:
             print(f"{Path(r['run']).name}: {len(r['errors'])} record(s) could not be scored:", file=sys.stderr)
@@ -296,36 +264,3 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
         csv, md = write_leaderboard(results, dest)
         print(f"leaderboard: {csv} and {md}")
     return 0
-
-
-def overall(result: dict) -> float | None:
-    """Mean of the available WorldMark columns of a run (the leaderboard's ordering key)."""
-    from .metrics import WORLDMARK_COLUMNS
-
-    vals = [result["metrics"][m]["mean"] for m in WORLDMARK_COLUMNS
-            if m in result["metrics"] and result["metrics"][m]["mean"] is not None]
-    return float(np.mean(vals)) if vals else None
-
-
-def run_sweep(runs: list[str], sweeps: list[str], backend: str = "classical") -> list[dict]:
-    """Re-score runs from cached features under other thresholds; report the leaderboard's rank stability."""
-    from scipy.stats import spearmanr
-
-    if len(runs) < 2:
-        raise ValueError("a sweep compares leaderboards: give at least two runs")
-    base = [overall(evaluate_run(Path(r), backend=backend, rescore=True, progress=False, write=False)) for r in runs]
-    rows = []
-    for spec in sweeps:
-        if "=" not in spec:
-            raise ValueError(f"--param {spec!r}: expected NAME=v1,v2,... (e.g. local_mutation_classical=0.04,0.06,0.08)")
-        name, values = spec.split("=", 1)
-        for v in [float(x) for x in values.split(",") if x.strip()]:
-            scores = [overall(evaluate_run(Path(r), backend=backend, rescore=True, params={name: v}, progress=False,
-                                           write=False)) for r in runs]
-            ok = [i for i, (a, b) in enumerate(zip(base, scores)) if a is not None and b is not None]
-            rho = float(spearmanr([base[i] for i in ok], [scores[i] for i in ok])[0]) if len(ok) >= 2 else float("nan")
-            rank_b = np.argsort(np.argsort([-base[i] for i in ok]))
-            rank_s = np.argsort(np.argsort([-scores[i] for i in ok]))
-            rows.append({"param": name, "value": v, "scores": scores, "spearman_rho": rho,
-                         "max_rank_shift": int(np.max(np.abs(rank_b - rank_s))) if ok else None})
-    return rows

@@ -24,8 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from worldgate import __version__
+from worldgate.trajectories import library
+from worldgate.trajectories.suites import Case
+from worldgate.trajectories.worldmark import worldmark_suite
+
 from .records import RecordWriter, is_complete, list_records, read_meta, record_dir, trajectory_json
-from .video import probe_video
+from .video import probe_video, sha256_file
 
 FORMATS = ("worldmark",)
 SIDECAR = "worldgate"
@@ -188,8 +193,6 @@ def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | 
 def _import_sidecar(side: Path, video: Path, out: Path, case_id: str) -> None:
     meta = json.loads((side / "meta.json").read_text())
     want = (meta.get("files") or {}).get("video.mp4", {}).get("sha256")
-    from .video import sha256_file
-
     if want and sha256_file(video) != want:
         raise InteropError(f"{video}: content differs from the exported record (sha256 mismatch)")
     rec = RecordWriter(out, case_id)
@@ -213,8 +216,6 @@ def _import_sidecar(side: Path, video: Path, out: Path, case_id: str) -> None:
 def _arena_cases(arena) -> dict:
     if arena is None:
         return {}
-    from worldgate.trajectories.suites import worldmark_suite
-
     return {c.id: c for c in worldmark_suite(data=arena)}
 
 
@@ -226,10 +227,6 @@ class _ImportedPlan:
 
 
 def _import_foreign(video: Path, row: dict, mtag: str, arena_cases: dict, key, out: Path, case_id: str) -> None:
-    from worldgate import __version__
-    from worldgate.trajectories import library
-    from worldgate.trajectories.suites import Case
-
     view, domain, img, aid = key
     if aid not in library.WORLDMARK_PROTOCOL:
         raise InteropError(f"{video.name}: action id {aid} is not in the WorldMark protocol (1..15)")

@@ -1,18 +1,25 @@
-"""Rollout records: one folder per case, written to a temporary folder and renamed, so a record exists whole or not
-at all.
+"""The record format — its one owner: writing, reading, completeness, kinds and views.
 
-A record folder holds::
+A record is one folder per case, written to a temporary folder and renamed, so it exists whole or not at all. It has
+one view (most models) or several (two-player models: views ``A`` and ``B``, frame i of both at the same step); the
+views are the only difference, and every reader goes through this module (:func:`load_record`, :func:`is_complete`,
+:func:`candidate_records`). A record folder holds::
 
-    video.mp4          the rollout (H.264)
-    poses.npy          commanded camera-to-world poses (F, 4, 4), OpenCV axes, at the produced video's frame times
-    trajectory.json    segments and phases with their frame ranges in the produced video
+    video.mp4          the rollout (H.264); with two views video_a.mp4 and video_b.mp4
+    poses.npy          commanded camera-to-world poses (F, 4, 4), OpenCV axes, at the produced video's frame times;
+                       with two views poses_a.npy and poses_b.npy (both players on the shared map)
+    trajectory.json    segments and phases with their frame ranges in the produced video (two views: each player's
+                       segments, the task, visibility and checks)
+    actions.json       (two views) both players' action schedules, interactions and the per-step action table
     context.jsonl      (chunked models with a context policy) the chunk ids held in context for every chunk
     targets.npz        (when the case has targets) masks of the targets in the conditioning frame, their kinds
     native/            the exact native inputs of the model (plan.json, npz/npy/json/txt as its entry point reads)
     meta.json          requested vs achieved (measured from the file) size/fps/frames, seed, adapter, prompt
                        source, intrinsics regime and transform, git hash, resolved config; written last
 
-``meta.json["kind"]`` is ``"rollout"`` for a rendered record and ``"plan"`` for a ``--dry-run`` one.
+``meta.json["kind"]`` is ``"rollout"`` for a rendered record and ``"plan"`` for a ``--dry-run`` one;
+``meta.json["views"]`` names each view's video and poses (records of format 1 had none: one view; two-view ones said
+kind ``"rollout-2p"``, still read).
 """
 
 from __future__ import annotations
@@ -26,12 +33,39 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
+import cv2
 import numpy as np
+from PIL import Image
 
-from .video import VideoWriter, probe_video, sha256_file
+from worldgate import __version__
+from worldgate.adapters.base import file_bytes
+from worldgate.trajectories.suites import check_case_id
+
+from .video import VideoWriter, probe_video, read_frames, sha256_file
 
 TMP_PREFIX = ".tmp-"
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2
+#: the files of each view: one view, or the two players' views
+ONE_VIEW = {"": {"video": "video.mp4", "poses": "poses.npy"}}
+TWO_VIEWS = {"A": {"video": "video_a.mp4", "poses": "poses_a.npy"}, "B": {"video": "video_b.mp4", "poses": "poses_b.npy"}}
+LEGACY_KINDS = {"rollout-2p": "rollout"}  # format 1 named two-view records apart
+
+
+def views_of(players: int) -> dict:
+    return TWO_VIEWS if players == 2 else ONE_VIEW
+
+
+def record_views(meta: dict) -> dict:
+    """``{view: {"video", "poses"}}`` of a record from its meta.json (format 1 records included)."""
+    v = meta.get("views")
+    if isinstance(v, dict) and v and all(isinstance(x, dict) and "video" in x for x in v.values()):
+        return v
+    return TWO_VIEWS if meta.get("kind") == "rollout-2p" or meta.get("players") == ["A", "B"] else ONE_VIEW
+
+
+def record_kind(meta: dict) -> str | None:
+    k = meta.get("kind")
+    return LEGACY_KINDS.get(k, k)
 
 
 @lru_cache(maxsize=1)
@@ -46,15 +80,11 @@ def git_hash() -> str:
             return h + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    from worldgate import __version__
-
     return f"unknown (worldgate {__version__}, not a git checkout)"
 
 
 def record_dir(run_dir: Path, case_id: str) -> Path:
     """The record folder of a case, guaranteed to lie inside ``run_dir``."""
-    from worldgate.trajectories.suites import check_case_id
-
     check_case_id(case_id)
     run_dir = Path(run_dir).resolve()
     d = (run_dir / case_id).resolve()
@@ -65,19 +95,42 @@ def record_dir(run_dir: Path, case_id: str) -> Path:
 
 def read_meta(folder: Path) -> dict | None:
     try:
-        return json.loads((Path(folder) / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        meta = json.loads((Path(folder) / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+    return meta if isinstance(meta, dict) else None
 
 
 def is_complete(folder: Path, kind: str = "rollout") -> bool:
+    """A whole record of ``kind``: meta.json written last, and (rollouts) every view's video of the recorded size."""
     meta = read_meta(folder)
-    if not meta or meta.get("kind") != kind or not meta.get("complete"):
+    if not meta or record_kind(meta) != kind or not meta.get("complete"):
         return False
     if kind == "rollout":
-        v = Path(folder) / "video.mp4"
-        return v.is_file() and v.stat().st_size == meta.get("files", {}).get("video.mp4", {}).get("bytes", -1)
+        files = meta.get("files") or {}
+        for v in record_views(meta).values():
+            f = Path(folder) / v["video"]
+            if not f.is_file() or f.stat().st_size != (files.get(v["video"]) or {}).get("bytes", -1):
+                return False
     return True
+
+
+def candidate_records(run: Path) -> list[Path]:
+    """Every folder of a run that claims to be a rollout record, complete or not (``evaluate`` reports the broken
+    ones with their reason instead of skipping them silently); a folder with a video but no readable meta.json
+    counts."""
+    out = []
+    for p in sorted(Path(run).iterdir()):
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        meta = read_meta(p)
+        if meta is None:
+            if (p / "video.mp4").exists():
+                out.append(p)
+            continue
+        if record_kind(meta) == "rollout":
+            out.append(p)
+    return out
 
 
 def _pid_alive(pid: int) -> bool:
@@ -170,64 +223,132 @@ def trajectory_json(case, plan) -> dict:
     return {"fps": fps, "n_frames": n, "trajectory": traj.to_dict(), "segments": segs, "phases": phases}
 
 
+def trajectory_json_players(case, plan) -> dict:
+    """Two views: both players' segments with their frame ranges in the produced videos, plus the task."""
+    actions = plan.files["actions.json"]
+    players = {}
+    for p, sched in case.players.items():
+        segs = []
+        for i, (s, fr) in enumerate(zip(sched.segments, actions["segment_frames"][p])):
+            segs.append(dict(s.to_dict(), index=i, frames=[int(fr[0]), int(fr[1])]))
+        players[p] = {"start": list(sched.start), "yaw_deg": sched.yaw_deg, "trajectory": sched.trajectory().to_dict(),
+                      "segments": segs}
+    return {"fps": plan.fps, "n_frames": plan.n_frames, "players": players, "task": case.task,
+            "visibility": case.visibility, "checks": case.checks, "interactions": actions["interactions"]}
+
+
+def _commanded(case, plan, view: str, frames: int, fps: float):
+    """The commanded poses of a view at the produced video's frame times (re-integrated when the model wrote
+    another number of frames than planned) and the caveat saying so."""
+    key = "c2w" if view == "" else f"c2w_{view.lower()}"
+    poses = plan.arrays.get(key)
+    if poses is not None and len(poses) == frames:
+        return poses, None
+    traj = case.trajectory if view == "" else case.players[view]
+    note = None if poses is None or view == "" else (
+        f"view {view}: achieved {frames} frames, commanded poses for {len(poses)}; poses re-integrated at the "
+        "achieved frame times")
+    return traj.poses(fps, frames), note
+
+
+def _frames_of(chunk) -> dict[str, np.ndarray]:
+    """A chunk's frames per view; a runner's video file is read in batches (never whole into memory)."""
+    if chunk.video is not None:
+        return {"": chunk.video}
+    if isinstance(chunk.frames, dict):
+        return {k: np.asarray(v) for k, v in chunk.frames.items()}
+    return {"": np.asarray(chunk.frames)}
+
+
+def _batches(src, n: int = 64):
+    if not isinstance(src, Path):
+        yield src
+        return
+    buf = []
+    for f in read_frames(src):
+        buf.append(f)
+        if len(buf) == n:
+            yield np.stack(buf)
+            buf = []
+    if buf:
+        yield np.stack(buf)
+
+
 def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, context=None) -> Path:
-    """Run the adapter's rollout for ``plan`` and write the whole record atomically."""
+    """Run the adapter's rollout for ``plan`` and write the whole record (one view or several) atomically."""
     t0 = time.perf_counter()
+    views = views_of(adapter.info.players)
     rec = RecordWriter(run_dir, case.id)
+    writers: dict[str, VideoWriter] = {}
     try:
-        writer = None
         n = 0
         context_rows = []
         t_roll = time.perf_counter()
         for chunk in adapter.rollout(plan, context=context, seed=seed):
-            frames = np.asarray(chunk.frames)
-            if writer is None:
-                writer = VideoWriter(rec.path("video.mp4"), frames.shape[2], frames.shape[1], plan.fps)
             if chunk.start != n:
                 raise RuntimeError(f"{adapter.name}: chunk starts at frame {chunk.start}, expected {n}")
-            writer.write(frames)
-            n += len(frames)
+            got = _frames_of(chunk)
+            if set(got) != set(views):
+                raise RuntimeError(f"{adapter.name}: a chunk must give the views {sorted(views)}, got {sorted(got)}")
+            lens = {}
+            for v, src in got.items():
+                lens[v] = 0
+                for frames in _batches(src):
+                    if v not in writers:
+                        writers[v] = VideoWriter(rec.path(views[v]["video"]), frames.shape[2], frames.shape[1],
+                                                 plan.fps)
+                    writers[v].write(frames)
+                    lens[v] += len(frames)
+            if len(set(lens.values())) > 1:
+                raise RuntimeError(f"{adapter.name}: a step must give one frame per view, got {lens}")
+            n += next(iter(lens.values()))
             for name, content in (chunk.extra.get("files") or {}).items():  # e.g. targets.npz of the first frame
                 _write_record_file(rec.path(name), name, content)
             if chunk.context_ids is not None:
-                row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": len(frames),
+                row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": n - chunk.start,
                        "context": [int(c) for c in chunk.context_ids]}
                 if "kv_bytes" in chunk.extra:
                     row["kv_bytes"] = int(chunk.extra["kv_bytes"])
                 context_rows.append(row)
-        if writer is None:
+        if not writers or n == 0:
             raise RuntimeError(f"{adapter.name}: rollout produced no frames for case {case.id}")
-        writer.close()
+        for w in writers.values():
+            w.close()
         rollout_s = time.perf_counter() - t_roll
-        achieved = probe_video(rec.path("video.mp4"))
-        poses = plan.arrays.get("c2w")
-        if poses is None or len(poses) != achieved.frames:
-            poses = case.trajectory.poses(achieved.fps or plan.fps, achieved.frames)
-        np.save(rec.path("poses.npy"), np.asarray(poses, np.float64), allow_pickle=False)
-        rec.write_json("trajectory.json", trajectory_json(case, plan))
-        if getattr(case, "targets", None) and not rec.path("targets.npz").exists():
-            _write_record_file(rec.path("targets.npz"), "targets.npz",
-                               case_targets(case, adapter.info.aspect_policy, (achieved.width, achieved.height)))
-        if getattr(case, "dynamic", None) and not rec.path("dynamic.json").exists():
-            rec.write_json("dynamic.json", case_dynamic(case, plan))
+        achieved = {v: probe_video(rec.path(views[v]["video"])) for v in views}
+        caveats = list(plan.caveats)
+        for v, a in achieved.items():
+            poses, note = _commanded(case, plan, v, a.frames, a.fps or plan.fps)
+            np.save(rec.path(views[v]["poses"]), np.asarray(poses, np.float64), allow_pickle=False)
+            caveats += ([note] if note else []) + achieved_caveats(a, plan, prefix=f"view {v}: " if v else "")
+        if views is TWO_VIEWS:
+            rec.write_json("actions.json", plan.files["actions.json"])
+            rec.write_json("trajectory.json", trajectory_json_players(case, plan))
+        else:
+            rec.write_json("trajectory.json", trajectory_json(case, plan))
+            a = achieved[""]
+            if getattr(case, "targets", None) and not rec.path("targets.npz").exists():
+                _write_record_file(rec.path("targets.npz"), "targets.npz",
+                                   case_targets(case, adapter.info.aspect_policy, (a.width, a.height)))
+            if getattr(case, "dynamic", None) and not rec.path("dynamic.json").exists():
+                rec.write_json("dynamic.json", case_dynamic(case, plan))
         if context_rows:
             rec.path("context.jsonl").write_text("".join(json.dumps(r) + "\n" for r in context_rows))
-        plan.write(rec.path("native"))
-        caveats = list(plan.caveats) + achieved_caveats(achieved, plan)
-        meta = _base_meta("rollout", case, adapter, plan, seed, config)
+        plan.write(rec.path("native"), seed=None if adapter.info.no_seed else seed)
+        meta = _base_meta("rollout", case, adapter, plan, seed, config, views)
         meta.update({
             "context": context.describe() if context is not None else None,
-            "achieved": achieved.to_dict(),
+            "achieved": achieved[""].to_dict() if views is ONE_VIEW else {v: a.to_dict() for v, a in achieved.items()},
             "caveats": caveats,
             "timing": {"rollout_s": rollout_s, "total_s": time.perf_counter() - t0},
         })
         return rec.commit(meta)
     except BaseException:
-        try:
-            if writer is not None:
-                writer.close()
-        except Exception:
-            pass
+        for w in writers.values():
+            try:
+                w.close()
+            except Exception:
+                pass
         rec.abort()
         raise
 
@@ -235,8 +356,6 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
 def transform_mask(mask: np.ndarray, policy: str, size: tuple[int, int]) -> np.ndarray:
     """A mask in the conditioning image's pixels, put through the model's aspect-ratio policy (``crop``: centre
     crop to the native aspect, then resize; ``pad``: letterbox; ``stretch``/other: resize) to the video's size."""
-    import cv2
-
     W, H = size
     h, w = mask.shape
     m = mask.astype(np.uint8)
@@ -259,8 +378,6 @@ def transform_mask(mask: np.ndarray, policy: str, size: tuple[int, int]) -> np.n
 
 def case_targets(case, policy: str, size: tuple[int, int]) -> dict:
     """targets.npz of a user case: its masks (PNG, non-zero = target) in the produced video's frame."""
-    from PIL import Image
-
     masks, kinds, names = [], [], []
     for i, t in enumerate(case.targets):
         with Image.open(t["mask"]) as im:
@@ -295,22 +412,32 @@ def achieved_caveats(achieved, plan, prefix: str = "") -> list[str]:
 
 
 def _write_record_file(path: Path, name: str, content) -> None:
-    from worldgate.adapters.base import _file_bytes
-
-    if path.name in ("video.mp4", "meta.json", "poses.npy", "trajectory.json") or ".." in Path(name).parts:
+    reserved = {"meta.json", "trajectory.json", "actions.json"} | {f for v in (*ONE_VIEW.values(), *TWO_VIEWS.values())
+                                                                   for f in v.values()}
+    if path.name in reserved or Path(name).is_absolute() or ".." in Path(name).parts:
         raise ValueError(f"an adapter may not write record file {name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(_file_bytes(name, content))
+    path.write_bytes(file_bytes(name, content))
 
 
 def write_plan(run_dir: Path, case, adapter, plan, seed: int, config: dict) -> Path:
-    """``--dry-run``: write only the native inputs (and their description) as a ``plan`` record."""
+    """``--dry-run``: write only the native inputs (command.txt with the run's seed), their description and the
+    commanded poses as a ``plan`` record."""
+    views = views_of(adapter.info.players)
     rec = RecordWriter(run_dir, case.id)
     try:
-        plan.write(rec.path("native"))
-        rec.write_json("trajectory.json", trajectory_json(case, plan))
-        np.save(rec.path("poses.npy"), case.trajectory.poses(plan.fps, plan.n_frames), allow_pickle=False)
-        meta = _base_meta("plan", case, adapter, plan, seed, config)
+        plan.write(rec.path("native"), seed=None if adapter.info.no_seed else seed)
+        if views is TWO_VIEWS:
+            rec.write_json("actions.json", plan.files["actions.json"])
+            rec.write_json("trajectory.json", trajectory_json_players(case, plan))
+        else:
+            rec.write_json("trajectory.json", trajectory_json(case, plan))
+        for v in views:
+            poses = plan.arrays.get(f"c2w_{v.lower()}") if v else None
+            if poses is None:
+                poses = case.trajectory.poses(plan.fps, plan.n_frames)
+            np.save(rec.path(views[v]["poses"]), np.asarray(poses, np.float64), allow_pickle=False)
+        meta = _base_meta("plan", case, adapter, plan, seed, config, views)
         meta["caveats"] = list(plan.caveats)
         return rec.commit(meta)
     except BaseException:
@@ -318,17 +445,16 @@ def write_plan(run_dir: Path, case, adapter, plan, seed: int, config: dict) -> P
         raise
 
 
-def _base_meta(kind, case, adapter, plan, seed, config) -> dict:
-    from worldgate import __version__
-
-    return {
+def _base_meta(kind, case, adapter, plan, seed, config, views) -> dict:
+    no_seed = adapter.info.no_seed
+    meta = {
         "kind": kind,
         "case_id": case.id,
         "suite": case.suite,
         "case": case.to_dict(),
         "adapter": {"name": adapter.info.name, "version": adapter.info.version, "info": adapter.info.to_dict()},
         "requested": {"width": plan.width, "height": plan.height, "fps": plan.fps, "frames": plan.n_frames},
-        "seed": int(seed),
+        "seed": None if no_seed else int(seed),
         "prompt": plan.prompt,
         "prompt_source": plan.prompt_source,
         "intrinsics": plan.intrinsics,
@@ -336,21 +462,33 @@ def _base_meta(kind, case, adapter, plan, seed, config) -> dict:
         "worldgate_version": __version__,
         "git": git_hash(),
         "config": config,
+        "views": views,
     }
+    if no_seed:
+        meta["seed_note"] = f"{adapter.info.name} takes no seed: {no_seed}"
+    if views is TWO_VIEWS:
+        meta["players"] = list(views)
+    return meta
 
 
 def load_record(folder: Path) -> dict:
-    """meta + commanded poses + trajectory description of a complete record (what ``evaluate`` reads)."""
+    """meta, trajectory and commanded poses of a complete record (what ``evaluate`` reads): ``poses`` is the (F, 4, 4)
+    array of a one-view record, ``{view: array}`` with several views (then ``actions`` holds the schedules too)."""
     folder = Path(folder)
     meta = read_meta(folder)
     if meta is None:
         raise FileNotFoundError(f"{folder} is not a record (no readable meta.json)")
-    out = {"meta": meta, "dir": folder}
-    out["trajectory"] = json.loads((folder / "trajectory.json").read_text())
-    out["poses"] = np.load(folder / "poses.npy", allow_pickle=False)
+    views = record_views(meta)
+    out = {"meta": meta, "dir": folder, "views": views,
+           "trajectory": json.loads((folder / "trajectory.json").read_text())}
+    poses = {v: np.load(folder / f["poses"], allow_pickle=False) for v, f in views.items()}
+    out["poses"] = poses[""] if views is ONE_VIEW or list(views) == [""] else poses
+    if (folder / "actions.json").is_file():
+        out["actions"] = json.loads((folder / "actions.json").read_text())
     return out
 
 
 def list_records(run_dir: Path, kind: str = "rollout") -> list[Path]:
+    """Complete records of ``kind`` in a run (one view or several)."""
     run_dir = Path(run_dir)
     return sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and is_complete(p, kind))

@@ -14,8 +14,15 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from worldgate import __version__
+from worldgate.adapters import AdapterError, get_adapter
+from worldgate.adapters.context import make_policy
+from worldgate.trajectories.suites import load_suite
+
 from .records import clean_stale_tmp, git_hash, is_complete, record_dir, write_plan, write_rollout
-from .twoview import is_complete_2p
 
 log = logging.getLogger("worldgate.generate")
 
@@ -34,8 +41,6 @@ class GenerateResult:
 
 def parse_overrides(items: list[str] | None) -> dict:
     """``key=value`` items into a nested dict (values typed by OmegaConf: ints, floats, bools, lists)."""
-    from omegaconf import OmegaConf
-
     items = list(items or [])
     for it in items:
         if "=" not in it or it.startswith("="):
@@ -62,8 +67,6 @@ def select_cases(cases, limit: int | None = None, shard: tuple[int, int] | None 
 
 def build_config(model: str, suite: str, model_args: dict, suite_args: dict, seed: int, dry_run: bool,
                  limit: int | None, trajectory_seconds: float | None, data: str | None) -> dict:
-    from worldgate import __version__
-
     return {
         "model": model, "model_args": model_args, "suite": suite, "suite_args": suite_args, "data": data,
         "seed": int(seed), "dry_run": bool(dry_run), "limit": limit, "trajectory_seconds": trajectory_seconds,
@@ -76,9 +79,7 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                  model_args: dict | None = None, full: bool = False, device: str = "cpu",
                  shard: tuple[int, int] | None = None, progress: bool = True, context: str | None = None,
                  budget: int | None = None) -> GenerateResult:
-    from worldgate.adapters import get_adapter
-    from worldgate.trajectories.suites import load_suite
-
+    """``shard=(rank, world)``: this process's share of the cases (the CLI passes the launcher's, see dist.py)."""
     ov = parse_overrides(overrides)
     unknown = set(ov) - {"model", "suite", "trajectory", "context"}
     margs = dict(model_args or {})
@@ -92,22 +93,13 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     adapter = get_adapter(model, **margs)  # unknown model -> did-you-mean, before anything is written
     policy = None
     if context is not None or ov.get("context"):
-        from .context import make_policy
-
         policy = make_policy(context or "full_kv", budget, **(ov.get("context") or {}))
         if policy.name not in adapter.info.context_policies:
-            from worldgate.adapters import AdapterError
-
             have = ", ".join(adapter.info.context_policies) or "none"
             raise AdapterError(f"{model} cannot apply context policy {policy.name!r} (it supports: {have})")
     elif budget is not None:
         raise ValueError("--budget needs --context full_kv|sliding_window|fov")
     cases = load_suite(suite, data=data, **sargs)
-    if shard is None:
-        from worldgate.dist import rank_world
-
-        rank, world = rank_world()  # under `accelerate launch`: this process's share of the cases
-        shard = (rank, world) if world > 1 else None
     cases = select_cases(cases, limit, shard)
     if traj_seconds is not None:
         for c in cases:
@@ -128,15 +120,10 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     todo = []
     for c in cases:
         d = record_dir(out, c.id)
-        if is_complete(d, "rollout") or is_complete_2p(d) or (dry_run and is_complete(d, "plan")):
+        if is_complete(d, "rollout") or (dry_run and is_complete(d, "plan")):
             result.skipped.append(c.id)
         else:
             todo.append(c)
-    writers = (write_plan, write_rollout)
-    if getattr(adapter, "players", 1) == 2:  # two-player adapters write two-view records (generate/twoview.py)
-        from .twoview import write_plan_2p, write_rollout_2p
-
-        writers = (write_plan_2p, write_rollout_2p)
     loaded = False
     bar = _progress(todo, progress, f"{model} {'plan' if dry_run else 'rollout'}")
     for case in bar:
@@ -144,12 +131,12 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
         try:
             plan = adapter.plan(case)
             if dry_run:
-                writers[0](out, case, adapter, plan, seed, config)
+                write_plan(out, case, adapter, plan, seed, config)
             else:
                 if not loaded:
                     adapter.load(device=device)
                     loaded = True
-                writers[1](out, case, adapter, plan, seed, config, context=policy)
+                write_rollout(out, case, adapter, plan, seed, config, context=policy)
             result.done.append(case.id)
             _log_job(out, case.id, "ok", time.perf_counter() - t0)
         except KeyboardInterrupt:
@@ -175,6 +162,4 @@ def _log_job(out: Path, case_id: str, status: str, seconds: float, error: str | 
 def _progress(items, enabled: bool, desc: str):
     if not enabled:
         return items
-    from tqdm import tqdm
-
     return tqdm(items, desc=desc, unit="case")

@@ -32,7 +32,7 @@ def test_id1_forward_golden(mg):
     np.testing.assert_allclose(c2w[321:, 2, 3], 28.0, rtol=1e-6)  # the tail holds the final pose
     assert not c2w[:, :2, 3].any() and np.all(np.diff(c2w[:321, 2, 3]) > 0)
     np.testing.assert_array_equal(c2w[:, :3, :3], np.broadcast_to(np.eye(3, dtype=np.float32), (337, 3, 3)))
-    assert p.files["distilled.yaml"] == "profile: standard\nnum_blocks: 4\n"
+    assert p.files["distilled.yaml"] == "profile: standard\nnum_blocks: 4\nseed: SEED\n"  # the rollout seed goes in
     assert "--config distilled.yaml" in p.files["command.txt"] and "--camera camera.npz" in p.files["command.txt"]
 
 

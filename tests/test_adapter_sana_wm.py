@@ -389,7 +389,7 @@ def _z(n_lat=11):
 def test_sliding_window_is_upstream_refiner_with_its_trim(refiner, budget):
     import torch
     from worldgate.adapters.sana_wm import refine_with_context
-    from worldgate.generate.context import make_policy
+    from worldgate.adapters.context import make_policy
 
     z = _z()
     c2w = _lrlr_poses(8 * (z.shape[2] - 1) + 1)
@@ -407,7 +407,7 @@ def test_sliding_window_is_upstream_refiner_with_its_trim(refiner, budget):
 def test_full_kv_is_upstream_refiner_without_a_trim(refiner):
     import torch
     from worldgate.adapters.sana_wm import refine_with_context
-    from worldgate.generate.context import make_policy
+    from worldgate.adapters.context import make_policy
 
     z = _z()
     c2w = _lrlr_poses(8 * (z.shape[2] - 1) + 1)
@@ -422,7 +422,7 @@ def test_full_kv_is_upstream_refiner_without_a_trim(refiner):
 def test_fov_cache_holds_exactly_the_selected_chunks(refiner):
     import torch
     from worldgate.adapters.sana_wm import refine_with_context, refiner_chunks, latent_to_pixel
-    from worldgate.generate.context import ChunkInfo, make_policy
+    from worldgate.adapters.context import ChunkInfo, make_policy
 
     z = _z(14)  # sink + blocks of 3: chunks 0..5 (the last holds one latent frame); pixel chunks start 1, 25, 49, ...
     c2w = _yaw_poses(np.interp(np.arange(105), [0, 25, 49, 73, 97, 104], [0, -60, -150, -180, 0, 0]))
@@ -456,7 +456,7 @@ def test_fov_cache_holds_exactly_the_selected_chunks(refiner):
 
 
 def test_rollout_with_refiner_writes_the_held_chunks(tiny, refiner, image_case):
-    from worldgate.generate.context import make_policy
+    from worldgate.adapters.context import make_policy
 
     a = get_adapter("sana-wm", **TINY)
     a.load("cpu", pipeline=tiny, refiner=refiner)

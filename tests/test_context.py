@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from worldgate.adapters import AdapterError
-from worldgate.generate.context import ContextPolicy, chunk_infos, fov_overlap
+from worldgate.adapters.context import ContextPolicy, chunk_infos, fov_overlap
 from worldgate.generate.records import list_records
 from worldgate.generate.runner import run_generate
 from worldgate.generate.video import read_frames

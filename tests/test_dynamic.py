@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from worldgate.evaluate.judge import build_prompt, measured_answers, parse_yes_no, sampled_frames, score_items
+from worldgate.evaluate.worldmembench.dynamic import build_prompt, measured_answers, parse_yes_no, sampled_frames, score_items
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
 

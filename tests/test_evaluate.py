@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from worldgate.cli import main
-from worldgate.evaluate import metrics as M
+from worldgate.evaluate import shared
+from worldgate.evaluate.metrics import worldmark_columns
+from worldgate.evaluate.worldmark import action as M_action
+from worldgate.evaluate.worldmembench import camera as M_camera
 from worldgate.evaluate.runner import evaluate_run, extractors_for
 from worldgate.generate.runner import run_generate
 
@@ -30,7 +33,7 @@ def test_evaluate_writes_results_and_samples(run):
     r = evaluate_run(run, progress=False)
     assert (run / "results.json").is_file() and (run / "samples.jsonl").is_file()
     res = json.loads((run / "results.json").read_text())
-    for mid in M.WORLDMARK_COLUMNS:
+    for mid in worldmark_columns():
         assert mid in res["metrics"]
     assert res["backends"]["flow"]["backend"] == "classical" and res["git"] and res["versions"]["numpy"]
     assert res["config"]["params"]["local_step_s"] == 0.5
@@ -101,26 +104,26 @@ def _feat(sx=None, srad=None, n=160):
 
 
 def _seg(key, n=160):
-    return M.Seg(0, key, (0, n + 2), np.arange(n))
+    return M_action.Seg(0, key, (0, n + 2), np.arange(n))
 
 
 def test_direction_accuracy_sign():
     f = _feat(srad=np.full(160, 2.0))
-    assert M.direction(f, _seg("W"))[1] == pytest.approx(1.0)
-    assert M.direction(f, _seg("S"))[1] == pytest.approx(-1.0)
+    assert M_action.direction(f, _seg("W"))[1] == pytest.approx(1.0)
+    assert M_action.direction(f, _seg("S"))[1] == pytest.approx(-1.0)
     f = _feat(sx=np.full(160, -3.0))  # content moves left: turning right
-    assert M.direction(f, _seg("R"))[1] == pytest.approx(1.0)
-    assert M.direction(f, _seg("L"))[1] == pytest.approx(-1.0)
+    assert M_action.direction(f, _seg("R"))[1] == pytest.approx(1.0)
+    assert M_action.direction(f, _seg("L"))[1] == pytest.approx(-1.0)
 
 
 def test_motion_stability_goldens():
     fps = 16.0
     steady = _feat(srad=np.full(160, 2.0))
-    assert M.stability(steady, _seg("W"), fps) == pytest.approx(1.0)
+    assert M_action.stability(steady, _seg("W"), fps) == pytest.approx(1.0)
     v = np.full(160, 2.0)
     for k in range(0, 160, 32):  # a 1 s stall every 2 s
         v[k + 8:k + 24] = 0.0
-    s = M.stability(_feat(srad=v), _seg("W"), fps)
+    s = M_action.stability(_feat(srad=v), _seg("W"), fps)
     # sustain ~0.55, 4-5 hiccups in 10 s -> exp(-hr/0.5) ~ 0.4
     assert 0.1 < s < 0.4
 
@@ -129,23 +132,23 @@ def test_response_latency_goldens():
     fps = 16.0
     v = np.full(160, 2.0)
     v[:32] = 0.0  # responds after 2 s of a 10 s segment
-    s = M.latency(_feat(srad=v), _seg("W"), fps)
+    s = M_action.latency(_feat(srad=v), _seg("W"), fps)
     assert s == pytest.approx(1 - 2.0 / 10.0, abs=0.03)
-    assert M.latency(_feat(srad=np.full(160, -2.0)), _seg("W"), fps) == 0.0  # wrong way: no response
+    assert M_action.latency(_feat(srad=np.full(160, -2.0)), _seg("W"), fps) == 0.0  # wrong way: no response
 
 
 def test_purity_on_axis_only_is_one():
     f = _feat(srad=np.full(160, 2.0))
-    assert M.purity(f, _seg("W")) == pytest.approx(1.0)
+    assert M_action.purity(f, _seg("W")) == pytest.approx(1.0)
     f = _feat(sx=np.full(160, 2.0), srad=np.full(160, 2.0))
-    assert M.purity(f, _seg("W")) == pytest.approx(0.5)
+    assert M_action.purity(f, _seg("W")) == pytest.approx(0.5)
 
 
 def test_weighted_parallax_split_ignores_still_pairs():
     f = _feat()
     f["poses"] = {"valid": np.ones(10, bool), "trans_amp": np.array([5.0] * 4 + [0.0] * 6),
                   "rot_amp": np.array([0.2] * 4 + [0.01] * 6)}
-    assert M.p_trans(f, np.arange(10)) == pytest.approx(5 / 5.2)
+    assert M_action.p_trans(f, np.arange(10)) == pytest.approx(5 / 5.2)
 
 
 def test_rpe_translation_matches_evo():
@@ -163,8 +166,8 @@ def test_rpe_translation_matches_evo():
         poses.append(T)
     rpe = evo_metrics.RPE(evo_metrics.PoseRelation.translation_part, delta=1, delta_unit=evo_metrics.Unit.frames)
     rpe.process_data((PosePath3D(poses_se3=list(poses[0])), PosePath3D(poses_se3=list(poses[1]))))
-    np.testing.assert_allclose(M.rpe_translation(poses[0], poses[1]), rpe.error, rtol=1e-12, atol=1e-12)
-    assert np.all(M.rpe_translation(poses[0], poses[0]) < 1e-12)
+    np.testing.assert_allclose(M_camera.rpe_translation(poses[0], poses[1]), rpe.error, rtol=1e-12, atol=1e-12)
+    assert np.all(M_camera.rpe_translation(poses[0], poses[0]) < 1e-12)
 
 
 def test_estimated_trajectory_chains_relative_poses():
@@ -186,7 +189,7 @@ def test_estimated_trajectory_chains_relative_poses():
     valid = np.arange(rows) % 2 == 0
     feat = {"poses": {"R": R, "t": t, "valid": valid, "trans_flow": flow, "K": np.diag([1.0, 1.0, 1.0]),
                       "analysis_width": np.asarray(640), "gap": np.asarray(2)}}
-    est, frames = M.estimated_trajectory(feat)
+    est, frames = shared.estimated_trajectory(feat)
     np.testing.assert_array_equal(frames, np.arange(0, 2 * n, 2))
     np.testing.assert_allclose(est, c2w, atol=1e-9)
 
@@ -199,7 +202,7 @@ def test_pose_extractor_follows_the_rendered_camera_under_drift(tmp_path):
     from worldgate.adapters import get_adapter
     from worldgate.evaluate.classical import PoseExtractor
     from worldgate.evaluate.features import FeatureCache, compute_features, open_record
-    from worldgate.evaluate.validate import validation_manifest
+    from worldgate.experiments.validate import validation_manifest
     from worldgate.trajectories.suites import Case
 
     full = validation_manifest(tmp_path / "all.jsonl", 3.0).read_text().splitlines()
@@ -216,7 +219,7 @@ def test_pose_extractor_follows_the_rendered_camera_under_drift(tmp_path):
     Ra, Rb, Ca, Cb = true[a, :3, :3], true[a + 2, :3, :3], true[a, :3, 3], true[a + 2, :3, 3]
     R_true = np.einsum("nji,njk->nik", Rb, Ra)  # camera a -> camera b
     t_true = np.einsum("nji,nj->ni", Rb, Ca - Cb)
-    err = np.degrees(M.rotation_angles(np.einsum("nji,njk->nik", R_true, P["R"][a])))
+    err = np.degrees(shared.rotation_angles(np.einsum("nji,njk->nik", R_true, P["R"][a])))
     assert err.mean() < 0.3 and err.max() < 2.0, (err.mean(), err.max())
     est = np.linalg.norm(P["t"][a], axis=1) > 0
     assert est.sum() >= len(a) // 2  # the drift's translation is seen in most pairs

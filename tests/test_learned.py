@@ -8,7 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from worldgate.evaluate import metrics as M  # noqa: E402
+from worldgate.evaluate import shared
+from worldgate.evaluate.worldmark import action as M_action
+from worldgate.evaluate.worldmembench import camera as M_camera  # noqa: E402
 from worldgate.evaluate.features import FeatureError  # noqa: E402
 from worldgate.evaluate.learned import LearnedAppearance, LearnedDepth, LearnedFlow, LearnedQuality  # noqa: E402
 from worldgate.evaluate.runner import evaluate_run  # noqa: E402
@@ -95,8 +97,8 @@ def test_parallax_split_from_depth_recovers_translation_share():
     grid[:3, ..., 0] = -4.0 * disp[0]  # lateral translation: flow proportional to inverse depth
     grid[3:, ..., 0] = -3.0  # yaw: the same flow at every depth
     feat = {"flow": {"grid": grid}, "depth": {"frame": np.array([0]), "disparity": disp}}
-    assert M.p_trans(feat, np.arange(3)) > 0.95
-    assert M.p_trans(feat, np.arange(3, 6)) < 0.05
+    assert M_action.p_trans(feat, np.arange(3)) > 0.95
+    assert M_action.p_trans(feat, np.arange(3, 6)) < 0.05
 
 
 def test_missing_weights_name_the_model_and_the_fix():
@@ -131,8 +133,9 @@ def test_musiq_imaging_through_pyiqa():
 
 # ---------------------------------------------------- WorldMemBench static memory under the learned backend
 def test_spherical_score_properties():
-    from worldgate.evaluate.memory import spherical_score
-    from worldgate.evaluate.metrics import PARAMS
+    from worldgate.evaluate.worldmembench.static import spherical_score
+    from worldgate.evaluate.metrics import params
+    PARAMS = params()
     from scipy.spatial.transform import Rotation
 
     rng = np.random.default_rng(0)

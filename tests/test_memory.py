@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from worldgate.evaluate.memory import analyses, canonical, iou, masked_embedding, orientations
+from worldgate.evaluate.worldmembench.static import analyses, canonical, iou, masked_embedding, orientations
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
 

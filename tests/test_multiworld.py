@@ -15,14 +15,21 @@ import pytest
 
 from worldgate.adapters import AdapterError, get_adapter
 from worldgate.cli import main
-from worldgate.evaluate import multiworld as mw
+from types import SimpleNamespace
+
+from worldgate.evaluate.features import FeatureCache
+from worldgate.evaluate.multiworldbench import pixels, protocol, scoring, vlm
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
-from worldgate.generate.twoview import is_complete_2p, load_record_2p, write_rollout_2p
+from worldgate.generate.records import is_complete, load_record, write_rollout
 from worldgate.generate.video import read_frames
-from worldgate.trajectories import multiworld as T
+from worldgate.trajectories.multiworldbench import world as T
 from worldgate.trajectories.suites import load_suite
 
+mw = SimpleNamespace(PARAMS=protocol.PARAMS, CLASS=pixels.CLASS, classify=pixels.classify,
+                     CAPABILITIES=protocol.CAPABILITIES, TRACKS=protocol.TRACKS, POSE_PATH=protocol.POSE_PATH,
+                     FeatureCache=FeatureCache, NoJudge=vlm.NoJudge, Judge=vlm.Judge, score_folder=scoring.score_folder,
+                     load_prompt=vlm.load_prompt)
 SMALL = ["model.width=96", "model.height=96"]
 #: cases written next to the --limit 7 run (one per task): a same-action navigation case (coordination fairness) and
 #: a two-player destroy
@@ -36,7 +43,7 @@ def _generate(out: Path, model: str):
     adapter.load()
     cases = {c.id: c for c in load_suite("multiworldbench-engine")}
     for cid in EXTRA:
-        write_rollout_2p(out, cases[cid], adapter, adapter.plan(cases[cid]), 0, {"model": model})
+        write_rollout(out, cases[cid], adapter, adapter.plan(cases[cid]), 0, {"model": model})
     return res
 
 
@@ -163,10 +170,11 @@ def test_two_view_records_are_complete_and_resume(runs):
     root, _ = runs
     run = root / "engine-2p"
     recs = sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("."))
-    assert len(recs) == 9 and all(is_complete_2p(r) for r in recs)
-    r = load_record_2p(run / "shared-state-000")
+    assert len(recs) == 9 and all(is_complete(r) for r in recs)
+    r = load_record(run / "shared-state-000")
     meta = r["meta"]
-    assert meta["kind"] == "rollout-2p" and meta["players"] == ["A", "B"]
+    # one record type: a two-player record is a rollout with two views
+    assert meta["kind"] == "rollout" and meta["players"] == ["A", "B"] and list(r["views"]) == ["A", "B"]
     for p in "AB":
         assert meta["achieved"][p]["frames"] == meta["requested"]["frames"] == len(r["poses"][p]) == 80
         assert meta["achieved"][p]["width"] == 96 and meta["achieved"][p]["fps"] == 16.0
@@ -244,7 +252,7 @@ def test_vlm_path_reports_unavailable_without_a_backend_and_uses_a_judge_when_gi
     assert "no VLM judge backend configured" in row["unavailable"]["state_synchronization"]
     assert row["paths"]["state_synchronization"] == "vlm"
 
-    class Yes(mw.Judge):  # the interface of worldgate.evaluate.judge.VLMJudge: ask(frames, prompt) -> answer text
+    class Yes(mw.Judge):  # the interface of worldgate.evaluate.worldmembench.dynamic.VLMJudge: ask(frames, prompt) -> answer text
         name = "always-yes"
 
         def __init__(self, answer="Yes."):

@@ -1,12 +1,14 @@
 """The repository runner: a user-supplied checkout is validated once (entry point, patch marker, weights, GPU) with
 errors that say how to fix each, and every case runs the official command line on the plan's native files."""
 
+import json
 import textwrap
 
 import numpy as np
 import pytest
 
-from worldgate.adapters import AdapterError, get_adapter
+from worldgate.adapters import MODELS, AdapterError, get_adapter
+from worldgate.adapters.repo import RepoAdapter
 from worldgate.generate.records import list_records, load_record
 from worldgate.generate.runner import run_generate
 from worldgate.generate.video import read_frames
@@ -19,8 +21,10 @@ FAKE_INFERENCE = textwrap.dedent('''
     p = argparse.ArgumentParser()
     p.add_argument("--config_path"); p.add_argument("--checkpoint_path"); p.add_argument("--img_path")
     p.add_argument("--num_output_frames", type=int)
+    p.add_argument("--seed", type=int, required=True)  # inference.py:27 (default 0)
     p.add_argument("--actions")  # added by the worldgate patch
     a = p.parse_args()
+    open(os.path.join(os.environ["WORLDGATE_OUT"], "seed.txt"), "w").write(str(a.seed))
     assert os.path.isfile(a.img_path), a.img_path
     assert os.path.isfile(a.checkpoint_path), a.checkpoint_path
     z = np.load(a.actions)
@@ -76,7 +80,7 @@ def test_generate_runs_the_checkout_per_case(checkout, tmp_path):
     m.write_text('{"id": "ws", "trajectory": "W1 S1", "image": "%s", "prompt": "p"}\n'
                  '{"id": "w", "trajectory": "W2", "image": "%s", "prompt": "p"}\n' % (img, img))
     out = tmp_path / "run"
-    res = run_generate("matrix-game-2", str(m), out, progress=False,
+    res = run_generate("matrix-game-2", str(m), out, progress=False, seed=1234,
                        model_args={"repo": str(repo), "ckpt": str(ckpt), "allow_cpu": True})
     assert res.exit_code == 0, res.failed
     recs = {p.name: p for p in list_records(out)}
@@ -85,5 +89,28 @@ def test_generate_runs_the_checkout_per_case(checkout, tmp_path):
     ach = r["meta"]["achieved"]
     # 24 commanded frames at 12 fps + the image frame -> L = 9 latents, F = 33 frames
     assert ach["frames"] == 33 and ach["fps"] == 12
+    # the run's seed reached the model's own command line, and meta.json records the same one
+    assert r["meta"]["seed"] == 1234 and "--seed 1234" in (recs["ws"] / "native" / "command.txt").read_text()
     lum = np.array([f.mean() for f in read_frames(recs["ws"] / "video.mp4")])
     assert np.all(lum[:13] > 200) and np.all(lum[13:] < 80)  # W for frames 0..12, then S: the actions file was read
+
+
+@pytest.mark.parametrize("name", [n for n in MODELS if issubclass(MODELS.get(n), RepoAdapter)])
+def test_dry_run_carries_the_seed_or_says_why_not(name, tmp_path):
+    """The seed a user asks for reaches the model's own command (or config), or meta.json says seed null and why."""
+    out = tmp_path / name
+    res = run_generate(name, "worldmark-engine", out, limit=1, seed=1234, dry_run=True, progress=False)
+    assert res.exit_code == 0, res.failed
+    (rec,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    meta = json.loads((rec / "meta.json").read_text())
+    native = rec / "native"
+    info = MODELS.get(name).info
+    if info.no_seed:
+        assert meta["seed"] is None and info.no_seed in meta["seed_note"]
+        assert "SEED" not in (native / "command.txt").read_text()
+    else:
+        assert meta["seed"] == 1234
+        seeded = [f.name for f in native.iterdir() if f.suffix in (".txt", ".yaml") and "1234" in f.read_text()]
+        assert seeded, f"{name}: no native file carries the seed 1234"
+        assert not any("SEED" in f.read_text().replace("SEED=", "") for f in native.iterdir()
+                       if f.suffix in (".txt", ".yaml")), "a SEED placeholder was left in a native file"

@@ -1,7 +1,7 @@
 """Every metric is proven on Engine faults: GT scores high, each fault lowers its own metric by its stated margin,
-unrelated metrics stay within tolerance (evaluate/validate.py states all three)."""
+unrelated metrics stay within tolerance (worldgate/experiments/validate.py states all three)."""
 
-from worldgate.evaluate.validate import CONTROL_MEMORY, check, markdown, run_validation
+from worldgate.experiments.validate import CONTROL_MEMORY, check, markdown, run_validation
 from worldgate.adapters.engine.faults import FAULT_TARGETS
 
 

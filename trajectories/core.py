@@ -252,7 +252,7 @@ class Trajectory:
                                       f"got keys {sorted(map(str, d))}")
             segs = parse_segments(d["text"])
         if not isinstance(segs, list) or not all(isinstance(s, (dict, Segment)) for s in segs):
-            raise TrajectoryError(f"trajectory 'segments' must be a list of {{'move', 'look', 'seconds'}} objects")
+            raise TrajectoryError("trajectory 'segments' must be a list of {'move', 'look', 'seconds'} objects")
         name = d.get("name")
         try:
             rates = {k: float(d.get(key, default)) for k, key, default in (

@@ -1,11 +1,7 @@
 """Suites: manifests of cases (id, reference image or Engine scene, prompt, trajectory, intrinsics, tags).
 
-- ``worldmark`` reads WorldMark's official ``arena_inputs`` layout from ``--data DIR`` (500 cases: {first, third}
-  view x {real, style} domain x 25 images x their 5 action ids). Prompts are taken verbatim by ``file:row``, the
-  intrinsics from the per-image ``.npy`` (original-image pixels).
-- ``worldmark-engine`` runs the same 15-sequence protocol on Engine scenes (first- and third-person, a realistic and
-  a stylised palette). It needs no data; by default a 15-case subset (every action id once), ``full=True`` gives
-  500 cases in the same shape as the official suite.
+Each benchmark keeps its suites in its own home (``worldmark.py``, ``worldmembench.py``, ``multiworldbench/``),
+found through :data:`SUITES`, a lazy registry like the models'; a new benchmark adds its module and a line here.
 - ``manifest`` (or a path ending in ``.json``/``.jsonl``) reads user cases: one JSON object per case with keys
   ``id``, ``trajectory`` (name, text or segments), optional ``image``, ``scene``, ``prompt``, ``intrinsics``,
   ``image_size``, ``view``, ``tags``.
@@ -14,18 +10,19 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from . import library
 from .core import Trajectory, TrajectoryError
+from .registry import Registry
 
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-WORLDMARK_SOURCE = "https://github.com/AlayaLab/WorldMark (arena_inputs/, MIT licence)"
 
 
 class SuiteError(ValueError):
@@ -34,7 +31,7 @@ class SuiteError(ValueError):
 
 def check_case_id(case_id: str) -> str:
     """Case ids become folder names: only [A-Za-z0-9_.-], not starting with a dot, no '..'."""
-    if not isinstance(case_id, str) or not CASE_ID.match(case_id) or ".." in case_id:
+    if not isinstance(case_id, str) or not CASE_ID.fullmatch(case_id) or ".." in case_id:
         raise SuiteError(
             f"case id {case_id!r} is not safe as a folder name: use 1-128 characters from [A-Za-z0-9_.-], "
             "starting with a letter or digit, without '..'"
@@ -74,8 +71,6 @@ class Case:
     def hfov_deg(self) -> float | None:
         if self.intrinsics is None or self.image_size is None:
             return None
-        import math
-
         return math.degrees(2 * math.atan(self.image_size[0] / (2 * self.intrinsics[0])))
 
     def to_dict(self) -> dict:
@@ -142,111 +137,15 @@ class Case:
         )
 
 
-# ------------------------------------------------------------------------------------------------------- worldmark
-WORLDMARK_VIEWS = ("first", "third")
-WORLDMARK_DOMAINS = ("real", "style")
-
-
-def _require_worldmark_dir(data: str | Path | None) -> Path:
-    expected = (
-        "a WorldMark arena_inputs folder holding first_view/ and third_view/, each with {real,style}/NNN.jpg, "
-        "{real,style}_intrinsics/NNN_intrinsics.npy, {real,style}_action.txt and prompt_{real,style}.txt"
-    )
-    if data is None:
-        raise SuiteError(f"suite 'worldmark' needs --data DIR: {expected}. The official inputs are published at {WORLDMARK_SOURCE}.")
-    root = Path(data).resolve()  # absolute image paths: a rollout may run from another folder (repo checkouts)
-    if (root / "arena_inputs").is_dir() and not (root / "first_view").is_dir():
-        root = root / "arena_inputs"
-    missing = [str(p.relative_to(root)) for v in WORLDMARK_VIEWS for p in (
-        root / f"{v}_view" / "real_action.txt", root / f"{v}_view" / "style_action.txt",
-        root / f"{v}_view" / "prompt_real.txt", root / f"{v}_view" / "prompt_style.txt",
-    ) if not p.is_file()]
-    if missing:
-        raise SuiteError(f"--data {data}: not {expected} (missing {', '.join(missing[:4])}). "
-                         f"The official inputs are published at {WORLDMARK_SOURCE}.")
-    return root
-
-
-def _image_size(path: Path) -> tuple[int, int]:
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return im.size
-
-
-def worldmark_suite(data: str | Path | None = None, **_) -> list[Case]:
-    root = _require_worldmark_dir(data)
-    cases = []
-    for view in WORLDMARK_VIEWS:
-        vdir = root / f"{view}_view"
-        for domain in WORLDMARK_DOMAINS:
-            actions = (vdir / f"{domain}_action.txt").read_text().splitlines()
-            prompts = (vdir / f"prompt_{domain}.txt").read_text().splitlines()
-            actions = [a for a in actions if a.strip()]
-            for img in range(len(actions)):
-                ids = [int(a) for a in re.split(r"[,\s]+", actions[img].strip()) if a]
-                image = vdir / domain / f"{img:03d}.jpg"
-                if not image.is_file():
-                    raise SuiteError(f"{image} is missing: the arena_inputs folder is incomplete ({WORLDMARK_SOURCE})")
-                if img >= len(prompts):
-                    raise SuiteError(f"{vdir / f'prompt_{domain}.txt'} has {len(prompts)} rows, image {img:03d} needs row {img + 1}")
-                k = np.load(vdir / f"{domain}_intrinsics" / f"{img:03d}_intrinsics.npy", allow_pickle=False)
-                size = _image_size(image)
-                for aid in ids:
-                    cases.append(Case(
-                        id=f"{view}-{domain}-{img:03d}_{aid:03d}", suite="worldmark",
-                        trajectory=library.worldmark(aid), prompt=prompts[img],
-                        prompt_source=f"{view}_view/prompt_{domain}.txt:{img + 1}", image=str(image),
-                        intrinsics=[float(v) for v in np.asarray(k).reshape(-1)], image_size=size, view=view,
-                        tags={"view": view, "domain": domain, "image": img, "action_id": aid,
-                              "keys": library.WORLDMARK_PROTOCOL[aid]},
-                    ))
-    return cases
-
-
-# ------------------------------------------------------------------------------------------------ worldmark-engine
+# ------------------------------------------------------------------------------------------------ engine cases
 ENGINE_IMAGE_SIZE = (1024, 1024)  # the virtual "original image" of Engine cases
 ENGINE_HFOV_DEG = 66.0  # WorldMark's median horizontal FOV (real domain)
 
 
 def engine_intrinsics(hfov_deg: float = ENGINE_HFOV_DEG, size=ENGINE_IMAGE_SIZE) -> list[float]:
-    import math
-
     w, h = size
     f = w / (2 * math.tan(math.radians(hfov_deg) / 2))
     return [f, f, (w - 1) / 2, (h - 1) / 2]
-
-
-def worldmark_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:
-    """Engine scenes x the 15-id protocol. Default: 15 cases, one per action id, cycling view and palette."""
-    cases = []
-    palettes = {"real": "realistic", "style": "stylised"}
-    if full:
-        for view in WORLDMARK_VIEWS:
-            for domain in WORLDMARK_DOMAINS:
-                for img in range(25):
-                    for j in range(5):
-                        aid = (img * 5 + j + (3 if domain == "style" else 0)) % 15 + 1
-                        cases.append(_engine_case(view, domain, palettes[domain], img, aid, seed))
-    else:
-        combos = [(v, d) for v in WORLDMARK_VIEWS for d in WORLDMARK_DOMAINS]
-        for aid in range(1, 16):
-            view, domain = combos[(aid - 1) % 4]
-            cases.append(_engine_case(view, domain, palettes[domain], aid - 1, aid, seed))
-    return cases
-
-
-def _engine_case(view, domain, palette, img, aid, seed) -> Case:
-    scene_seed = int(seed) * 1000 + (0 if view == "first" else 500) + (0 if domain == "real" else 250) + img
-    keys = library.WORLDMARK_PROTOCOL[aid]
-    return Case(
-        id=f"{view}-{domain}-{img:03d}_{aid:03d}", suite="worldmark-engine", trajectory=library.worldmark(aid),
-        prompt=f"{'First' if view == 'first' else 'Third'}-person view. A procedural {palette} voxel town "
-               f"(Engine scene {scene_seed}).",
-        prompt_source=f"engine:scene-{scene_seed}", scene={"seed": scene_seed, "palette": palette},
-        intrinsics=engine_intrinsics(), image_size=ENGINE_IMAGE_SIZE, view=view,
-        tags={"view": view, "domain": domain, "image": img, "action_id": aid, "keys": keys},
-    )
 
 
 # -------------------------------------------------------------------------------------------------------- manifests
@@ -277,47 +176,13 @@ def manifest_suite(path: str | Path | None = None, data: str | Path | None = Non
     return cases
 
 
-WORLDMEMBENCH_FAMILIES = ("human", "object", "environment", "dynamic")
-WORLDMEMBENCH_TRAJECTORIES = ("LR", "LRLR", "LRLRLR", "LRUD", "FRBL")
-
-
-def worldmembench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:
-    """WorldMemBench-style memory cases on Engine scenes: families Human, Object, Environment, Dynamic (scene
-    events that progress while out of view) x rotation loops LR, LRLR, LRLRLR, LRUD and the FRBL square.
-    Default: one scene per (family, trajectory), 20 cases; ``full``: 5 scenes each (100). Every Engine scene puts
-    people, objects and events in the opening view (phase V), so each family has a target to remember."""
-    cases = []
-    for fi, fam in enumerate(WORLDMEMBENCH_FAMILIES):
-        for ti, tname in enumerate(WORLDMEMBENCH_TRAJECTORIES):
-            for rep in range(5 if full else 1):
-                scene_seed = int(seed) * 1000 + 700 + 50 * fi + 10 * ti + rep
-                traj = library.get(tname)
-                cases.append(Case(
-                    id=f"{fam}-{tname}-{rep:02d}", suite="worldmembench-engine", trajectory=traj,
-                    prompt=f"First-person view. A procedural voxel town (Engine scene {scene_seed}).",
-                    prompt_source=f"engine:scene-{scene_seed}",
-                    scene={"seed": scene_seed, "palette": "realistic" if rep % 2 == 0 else "stylised",
-                           "events": fam == "dynamic", **({"event_s": 8.0} if fam == "dynamic" else {})},
-                    intrinsics=engine_intrinsics(), image_size=ENGINE_IMAGE_SIZE, view="first",
-                    tags={"family": fam, "trajectory": tname, "rep": rep,
-                          "axis": "cross" if tname == "LRUD" else "translation" if tname == "FRBL" else "yaw"}))
-    return cases
-
-
-def multiworldbench_engine_suite(**kwargs) -> list[Case]:
-    """MultiWorldBench's seven task suites on Engine scenes (two players; see trajectories/multiworld.py)."""
-    from .multiworld import multiworldbench_engine_suite as build
-
-    return build(**kwargs)
-
-
-SUITES: dict[str, Callable[..., list[Case]]] = {
-    "worldmembench-engine": worldmembench_engine_suite,
-    "multiworldbench-engine": multiworldbench_engine_suite,
-    "worldmark": worldmark_suite,
-    "worldmark-engine": worldmark_engine_suite,
-    "manifest": manifest_suite,
-}
+SUITES = Registry("suite", {
+    "worldmark": "worldgate.trajectories.worldmark:worldmark_suite",
+    "worldmark-engine": "worldgate.trajectories.worldmark:worldmark_engine_suite",
+    "worldmembench-engine": "worldgate.trajectories.worldmembench:worldmembench_engine_suite",
+    "multiworldbench-engine": "worldgate.trajectories.multiworldbench.suite:multiworldbench_engine_suite",
+    "manifest": "worldgate.trajectories.suites:manifest_suite",
+})
 SUITE_HELP = {
     "worldmark": "WorldMark's official arena_inputs (500 cases; needs --data DIR)",
     "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
@@ -330,11 +195,7 @@ SUITE_HELP = {
 def load_suite(name: str, **kwargs) -> list[Case]:
     if name.endswith((".json", ".jsonl")):
         return manifest_suite(name)
-    if name not in SUITES:
-        from worldgate.adapters import did_you_mean
-
-        raise did_you_mean("suite", name, SUITES)
-    cases = SUITES[name](**kwargs)
+    cases = SUITES.get(name)(**kwargs)
     seen = set()
     for c in cases:
         if c.id in seen:

@@ -5,6 +5,22 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
+
+from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError, get_info, list_models
+from worldgate.evaluate.metrics import metric_info
+from worldgate.evaluate.report import write_report
+from worldgate.evaluate.runner import precompute_shard, run_evaluate
+from worldgate.experiments.context import compare_context
+from worldgate.experiments.sweep import run_sweep
+from worldgate.experiments.validate import markdown, run_validation
+from worldgate.generate.interop import export_worldmark, import_worldmark
+from worldgate.generate.runner import parse_model_args, run_generate
+from worldgate.trajectories.core import GRAMMAR, TrajectoryError
+from worldgate.trajectories.library import describe
+from worldgate.trajectories.suites import SUITE_HELP, SuiteError
+
+from . import dist
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -29,11 +45,11 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from worldgate.generate.runner import parse_model_args, run_generate
-
+    rank, world = dist.rank_world()  # under `accelerate launch`: this process's share of the cases
     res = run_generate(a.model, a.suite, a.out, data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run,
                        overrides=a.overrides, model_args=parse_model_args(a.model_args), full=a.full,
-                       device=a.device, progress=not a.no_progress, context=a.context, budget=a.budget)
+                       device=a.device, progress=not a.no_progress, context=a.context, budget=a.budget,
+                       shard=(rank, world) if world > 1 else None)
     what = "planned" if a.dry_run else "generated"
     print(f"{what} {len(res.done)}, skipped {len(res.skipped)} complete, failed {len(res.failed)} -> {res.out}")
     for cid, err in res.failed.items():
@@ -53,16 +69,20 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    from worldgate.evaluate.runner import run_evaluate
-
+    rank, world = dist.rank_world()
+    if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
+        if not a.rescore:
+            for run in a.runs:
+                precompute_shard(Path(run), a.backend, rank, world)
+        dist.barrier("evaluate-features", Path(a.runs[0]))
+        if rank != 0:
+            return 0
     return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
                         progress=not a.no_progress)
 
 
 def cmd_list(a: argparse.Namespace) -> int:
     if a.what == "models":
-        from worldgate.adapters import KNOWN_UNAVAILABLE, get_info, list_models
-
         cols = ["name", "version", "size", "fps (source)", "chunk first/later", "unit", "control", "poses", "K regime",
                 "aspect", "context", "level", "hf ids", "licence"]
         rows = []
@@ -73,22 +93,15 @@ def cmd_list(a: argparse.Namespace) -> int:
                          str(i.intrinsics_regime), i.aspect_policy, ",".join(i.context_policies) or "-",
                          i.integration, ",".join(i.hf_ids) or "-", i.licence or "-"])
         _table(cols, rows)
-        print("\nknown, no public code (not registered): " + "; ".join(KNOWN_UNAVAILABLE.values()))
+        print("\nknown, no adapter (not registered): " + "; ".join(KNOWN_UNAVAILABLE.values()))
     elif a.what == "suites":
-        from worldgate.trajectories.suites import SUITE_HELP
-
         _table(["suite", "what"], [[k, v] for k, v in SUITE_HELP.items()])
     elif a.what == "trajectories":
-        from worldgate.trajectories.core import GRAMMAR
-        from worldgate.trajectories.library import describe
-
         _table(["name", "segments (text form)"], [list(r) for r in describe()])
         print(f"\ntext grammar: {GRAMMAR}")
     elif a.what == "metrics":
-        from worldgate.evaluate.metrics import METRIC_INFO
-
         _table(["metric", "name", "benchmark", "range"], [[k, v["name"], v["benchmark"], v["range"]]
-                                                          for k, v in METRIC_INFO.items()])
+                                                          for k, v in metric_info().items()])
     return 0
 
 
@@ -101,10 +114,6 @@ def _table(cols, rows) -> None:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from worldgate.evaluate.runner import run_sweep
-
     rows = run_sweep(a.runs, a.param, backend=a.backend)
     names = [Path(r).name for r in a.runs]
     _table(["param", "value", *names, "spearman rho", "max rank shift"],
@@ -114,10 +123,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from worldgate.evaluate.validate import markdown, run_validation
-
     res = run_validation(Path(a.out), seconds=a.seconds, size=a.size, backend=a.backend, progress=not a.no_progress)
     md = markdown(res)
     print(md)
@@ -129,8 +134,6 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
 
 def cmd_compare_context(a: argparse.Namespace) -> int:
-    from worldgate.experiments import compare_context
-
     pols = [p.strip() for p in a.policies.split(",") if p.strip()]
     r = compare_context(a.model, a.suite, pols, a.budget, a.out, data=a.data, limit=a.limit, overrides=a.overrides,
                         seed=a.seed, full=a.full)
@@ -140,10 +143,6 @@ def cmd_compare_context(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from worldgate.evaluate.report import write_report
-
     written = write_report(a.runs, a.out)
     for what, name in written.items():
         print(f"{what:>18}: {Path(a.out) / name}")
@@ -151,8 +150,6 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from worldgate.generate.interop import export_worldmark
-
     r = export_worldmark(a.run, a.out, tag=a.model_tag, fmt=a.format)
     print(f"exported {len(r.exported)} records to {r.out} ({len(r.skipped)} skipped)")
     for k, why in sorted(r.skipped.items()):
@@ -161,8 +158,6 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_import(a: argparse.Namespace) -> int:
-    from worldgate.generate.interop import import_worldmark
-
     r = import_worldmark(a.delivery, a.out, arena=a.arena, fmt=a.format)
     print(f"imported {len(r.imported)} records into {r.out} ({len(r.skipped)} already there, {len(r.failed)} failed)")
     for k, why in sorted(r.failed.items()):
@@ -183,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="re-score runs from cached features under other thresholds; rank stability")
     sw.add_argument("runs", nargs="+")
     sw.add_argument("--param", action="append", required=True, metavar="NAME=v1,v2,...",
-                    help="a threshold of worldgate.evaluate.metrics.PARAMS and the values to try (repeatable)")
+                    help="a threshold of a benchmark's PARAMS (worldgate.evaluate.metrics.params()) and the values to "
+                         "try (repeatable)")
     sw.add_argument("--backend", default="classical", choices=["classical", "learned"])
     sw.set_defaults(fn=cmd_sweep)
     v = sub.add_parser("validate", help="prove the metrics on Engine faults (fault x metric table)")
@@ -231,10 +227,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from worldgate.adapters import AdapterError, UnknownNameError
-    from worldgate.trajectories.core import TrajectoryError
-    from worldgate.trajectories.suites import SuiteError
-
     try:
         return int(args.fn(args) or 0)
     except (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, FileNotFoundError) as e:  # noqa

@@ -155,7 +155,7 @@ class EngineAdapter(Adapter):
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
                tint: np.ndarray | None = None):
         """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
-        from .world import B, G, NX, NZ, VS
+        from .world import NX, NZ, VS, B, G
 
         render_frame = self._kernel()
         H, W = self.height, self.width

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldgate.generate.context import ContextPolicy, chunk_infos, kv_bytes
+from worldgate.adapters.context import ContextPolicy, chunk_infos, kv_bytes
 
 from ..base import AdapterInfo
 from .adapter import EngineAdapter

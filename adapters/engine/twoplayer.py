@@ -4,7 +4,7 @@ baseline.
 ``engine-2p`` keeps **one** voxel world and renders it from both players' commanded poses every step. The world is
 a seeded Engine town (:mod:`.world`) with a cleared, flat arena around the case's marked columns: a coloured (red)
 cross on the ground marks where blocks are placed or destroyed. Interactions follow the game rules of
-:func:`worldgate.trajectories.multiworld.replay` (one block per 1 m cell; simultaneous placements resolve A first;
+:func:`worldgate.trajectories.multiworldbench.world.replay` (one block per 1 m cell; simultaneous placements resolve A first;
 stone occluder walls are removable), and every edit is written into the voxel grid the instant it happens, so both
 views show it from the next frame on. Each player sees the other's avatar (legs and torso in the player's colour,
 head in skin) at its true 3-D position, drawn into the frame with a depth test against the world.
@@ -23,9 +23,23 @@ import copy
 
 import numpy as np
 
+from worldgate.trajectories.multiworldbench.world import (
+    CROSS_RGB,
+    EYE_M,
+    MATERIALS,
+    STONE,
+    TwoPlayerCase,
+    avatar_boxes,
+    cast_boxes,
+    frame_of,
+    replay,
+)
+
 from ..base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
 from ..twoplayer import TwoPlayerAdapter, step_table
 from .adapter import EngineAdapter, transform_intrinsics_crop
+from .render import TK_NOISE, TK_PLAIN
+from .world import M_GRASS, M_LEAVES, M_STONE, NX, NZ, TEXKIND, VS, B, G, block_bits, block_distance, build_world
 
 PLAYERS = ("A", "B")
 
@@ -36,7 +50,7 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
         chunk_frames=16, first_chunk_frames=16, duration_unit="frames",
         control="two players: move/look keys + place/destroy (material)", pose_convention="c2w OpenCV (absolute, metres)",
         intrinsics_regime=4, aspect_policy="crop", context_policies=(), hf_ids=(), repository="worldgate (built in)",
-        licence="same as worldgate", integration="engine", image_conditioned=False,
+        licence="same as worldgate", integration="engine", image_conditioned=False, players=2,
         notes="two-player Engine GT: one shared voxel world, two views, avatars, block edits at a marked cross",
     )
     independent = False
@@ -47,7 +61,6 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
 
     # ------------------------------------------------------------------------------------------------ plan
     def plan(self, case) -> NativeInputs:
-        from worldgate.trajectories.multiworld import TwoPlayerCase, frame_of
 
         if not isinstance(case, TwoPlayerCase):
             raise AdapterError(f"{self.info.name} runs two-player cases (suite 'multiworldbench-engine'); case "
@@ -96,7 +109,6 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
 
     # ------------------------------------------------------------------------------------------------ runtime
     def reset(self, plan: NativeInputs, seed: int = 0) -> None:
-        from .world import build_world
 
         self._compile_once()
         self.seed = int(seed)
@@ -113,7 +125,6 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
         self.c2w = {"A": plan.arrays["c2w_a"], "B": plan.arrays["c2w_b"]}
 
     def step(self, i: int, action_a: dict, action_b: dict) -> tuple[np.ndarray, np.ndarray]:
-        from worldgate.trajectories.multiworld import avatar_boxes, cast_boxes, replay
 
         plan = self.plan_
         t = float(plan.arrays["times"][i])
@@ -146,7 +157,6 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
 
     def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None):
         """One view of ``world`` (as :meth:`EngineAdapter.render`, with the arena's extended materials)."""
-        from .world import B, G, NX, NZ, VS
 
         render_frame = self._kernel()
         H, W = self.height, self.width
@@ -178,7 +188,6 @@ MWB_MATERIAL_IDS = {"gold": 28, "diamond": 29, "lapis": 30, "amethyst": 31}
 
 
 def _eye() -> float:
-    from worldgate.trajectories.multiworld import EYE_M
 
     return EYE_M
 
@@ -192,10 +201,7 @@ def _disk(radius: float, step: float = 0.5) -> np.ndarray:
 
 def _prepare_arena(world, spec: dict):
     """Extend the palette with the MultiWorldBench materials, lay grass on the arena and paint the crosses."""
-    from worldgate.trajectories.multiworld import CROSS_RGB, MATERIALS
 
-    from .render import TK_NOISE, TK_PLAIN
-    from .world import G, M_GRASS, M_LEAVES, NX, NZ, TEXKIND, VS
 
     pal = np.ones((32, 3), np.float32)
     pal[: len(world.palette)] = world.palette
@@ -241,9 +247,7 @@ def _copy_world(w):
 
 def _apply_state(w, have: dict, want: dict) -> None:
     """Write the difference between two world states (cell -> material) into the voxel grid."""
-    from worldgate.trajectories.multiworld import STONE
 
-    from .world import B, G, M_STONE, NX, NZ, block_bits, block_distance
 
     changed = False
     for cell in set(have) | set(want):

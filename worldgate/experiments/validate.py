@@ -17,6 +17,11 @@ import json
 from pathlib import Path
 
 from worldgate.adapters.engine.faults import FAULT_TARGETS
+from worldgate.evaluate.metrics import metric_info
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.runner import run_generate
+from worldgate.trajectories import library
+from worldgate.trajectories.suites import engine_intrinsics
 
 #: WorldMark action ids of the validation protocol: W, A, R, WS, LR, AD, WR, LRL
 VALIDATION_IDS = (1, 3, 5, 6, 7, 8, 9, 12)
@@ -46,9 +51,6 @@ COUPLED = {
 
 
 def validation_manifest(path: Path, seconds: float) -> Path:
-    from worldgate.trajectories import library
-    from worldgate.trajectories.suites import engine_intrinsics
-
     rows = []
     for j, aid in enumerate(VALIDATION_IDS):
         view = "first" if j % 2 == 0 else "third"
@@ -64,9 +66,7 @@ def validation_manifest(path: Path, seconds: float) -> Path:
 
 def run_validation(out: Path, seconds: float = 6.0, size: int = 256, backend: str = "classical",
                    models: list[str] | None = None, progress: bool = False) -> dict:
-    from worldgate.generate.runner import run_generate
 
-    from .runner import evaluate_run
 
     out = Path(out)
     manifest = validation_manifest(out / "validation.jsonl", seconds)
@@ -108,8 +108,6 @@ def check(table: dict) -> list[dict]:
 
 
 def markdown(result: dict) -> str:
-    from .metrics import METRIC_INFO
-
     table = result["table"]
     models = list(table)
     mids = [m for m in CONTROL_MEMORY + ("visual_quality", "camera_rpe_trans", "camera_rpe_rot")
@@ -121,7 +119,7 @@ def markdown(result: dict) -> str:
         f"{', '.join(map(str, VALIDATION_IDS))}, {result['seconds']:g} s per key, {result['size']}x{result['size']}). "
         "Rows are models, columns metrics; **bold** marks a fault's target metric.",
         "",
-        "| model | " + " | ".join(METRIC_INFO[m]["name"] for m in mids) + " |",
+        "| model | " + " | ".join(metric_info()[m]["name"] for m in mids) + " |",
         "|---|" + "---|" * len(mids),
     ]
     for m in models:

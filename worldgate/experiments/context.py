@@ -13,6 +13,11 @@ import threading
 import time
 from pathlib import Path
 
+from worldgate.evaluate.report import plot_context_points, revisit_decay
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.records import list_records, read_meta
+from worldgate.generate.runner import run_generate
+
 MEMORY_METRICS = ("revisit_memory", "local_memory", "global_memory", "human_appearance", "object_appearance",
                   "object_geometry", "environment_visible")
 
@@ -47,10 +52,6 @@ class _PeakRSS:
 def compare_context(model: str, suite: str, policies: list[str], budget: int | None, out: str | Path, *,
                     data: str | None = None, limit: int | None = None, overrides: list[str] | None = None,
                     seed: int = 0, full: bool = False, progress: bool = False) -> dict:
-    from worldgate.evaluate.report import plot_context_points, revisit_decay
-    from worldgate.evaluate.runner import evaluate_run
-    from worldgate.generate.runner import run_generate
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -67,8 +68,8 @@ def compare_context(model: str, suite: str, policies: list[str], budget: int | N
         samples = [json.loads(x) for x in (d / "samples.jsonl").read_text().splitlines() if x.strip()]
         kv = []
         rollout_s = 0.0
-        for rec in sorted(p for p in d.iterdir() if (p / "meta.json").is_file()):
-            meta = json.loads((rec / "meta.json").read_text())
+        for rec in list_records(d):
+            meta = read_meta(rec)
             rollout_s += float((meta.get("timing") or {}).get("rollout_s") or 0.0)
             if (rec / "context.jsonl").is_file():
                 kv += [json.loads(x).get("kv_bytes", 0) for x in (rec / "context.jsonl").read_text().splitlines()]

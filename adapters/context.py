@@ -14,7 +14,8 @@ a window of recent chunks:
 
 With ``budget=None`` (unlimited) every policy keeps every earlier chunk, so rollouts are identical. Adapters whose
 models cache chunk history take the policy as ``rollout(plan, context=policy)`` and report the ids they held per
-chunk (``Chunk.context_ids``); ``generate`` writes them to ``context.jsonl``.
+chunk (``Chunk.context_ids``); ``generate`` chooses the policy, passes it in and writes the held ids to
+``context.jsonl``. Policies live with the adapters that apply them, so no adapter imports ``generate``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from worldgate.trajectories.registry import did_you_mean
 
 POLICIES = ("full_kv", "sliding_window", "fov")
 
@@ -60,8 +63,6 @@ class ContextPolicy:
 
     def __post_init__(self):
         if self.name not in POLICIES:
-            from worldgate.adapters import did_you_mean
-
             raise did_you_mean("context policy", self.name, POLICIES)
         if self.budget is not None and int(self.budget) < 1:
             raise ValueError(f"context budget must be >= 1 chunk (or unlimited), got {self.budget}")

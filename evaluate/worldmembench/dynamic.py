@@ -1,6 +1,6 @@
 """WorldMemBench dynamic memory: does an event that was under way when the camera left keep going while unseen?
 
-Protocol (../shared/METRICS.md): a judge sees the frames at stride 8 (first and last always), in order, with the phase
+Protocol (docs/worldmembench.md): a judge sees the frames at stride 8 (first and last always), in order, with the phase
 ranges; it first decides whether the event visibly starts during the initial hold (the gate), then answers 8 binary
 questions whose reference answers are frozen (2 each: return progress, persistence/reset, final state,
 causal/physical consistency). Gate closed -> all 8 score 0. Overall = mean of the 8; p_start (gate-open rate) and the
@@ -14,7 +14,7 @@ Two judges produce the answers, and every number says which one did:
   the initial hold, on both sides of the interval the target is out of view (the item's ``gap``), at each return to
   the starting view and at the last frame.
 - ``vlm`` (any record): a vision-language model loaded by Hugging Face id through transformers
-  (``VLMJudge``), asked with the prompts in ``prompts/dynamic_memory.txt``.
+  (``VLMJudge``), asked with the prompts in ``prompts/worldmembench/dynamic_memory.txt``.
 """
 
 from __future__ import annotations
@@ -27,15 +27,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .features import Extractor
+from ..features import Extractor
+from ..score import Score, na
+from .params import PARAMS
+from .static import load_targets, revisit_frames
 
 STRIDE = 8
-NOISE = 0.04  # region change (mean absolute difference, 0-1, after registration) below which nothing visibly changed
-START = 0.08  # share of the event's full visible change reached during the initial hold: it visibly started
-PROGRESS = 0.15  # share of the full change that counts as progress (or a step back)
-JUMP = 0.5  # a change between consecutive views of the event larger than this share is a jump, not gradual
-OTHER = 0.04  # registered residual of the rest of the view above its initial-hold level: something else changed
-REGISTERED = 0.08  # residual of the rest of the view under which a frame shows the start view (its change counts)
 
 
 def load_dynamic(folder: Path) -> dict | None:
@@ -94,7 +91,6 @@ class EventExtractor(Extractor):
 
     def start(self, rec):
         super().start(rec)
-        from .memory import load_targets
 
         self.targets = load_targets(rec.dir)
         self.dyn = load_dynamic(rec.dir)
@@ -225,7 +221,8 @@ def _at(curve: np.ndarray, frame: int, window: int = 2) -> float | None:
     return float(np.median(v)) if len(v) else None
 
 
-def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_frames: list[int]) -> dict:
+def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_frames: list[int],
+                     P: dict = PARAMS) -> dict:
     """The gate and the 8 answers read off a region-change curve. The curve is normalised by the largest change the
     video shows for this event (its changed look), so one set of thresholds serves a tower, a wall and a lamp;
     None where the region was not observable."""
@@ -234,7 +231,7 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
     n = len(curve)
     finite = np.sort(curve[np.isfinite(curve)])
     top = float(np.median(finite[-5:])) if len(finite) else 0.0  # the changed look, robust to a stray frame
-    if top < NOISE:  # the event never visibly changes anywhere in the video
+    if top < P["dyn_noise"]:  # the event never visibly changes anywhere in the video
         r = np.zeros_like(curve)
         r[~np.isfinite(curve)] = np.nan
     else:
@@ -245,24 +242,24 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
     seen = r[sampled_frames(n)]
     steps = np.diff(seen)  # between consecutive sampled frames that both show the event (not across an absence)
     steps = steps[np.isfinite(steps)]
-    jump = bool(len(steps) and np.max(np.abs(steps)) > JUMP)
+    jump = bool(len(steps) and np.max(np.abs(steps)) > P["dyn_jump"])
     first = rets[0] if rets else None
-    gate = None if r_v is None or r_0 is None else bool(r_v - r_0 > START)
+    gate = None if r_v is None or r_0 is None else bool(r_v - r_0 > P["dyn_start"])
     known = [x for x in rets if x is not None]
     gap = item.get("gap")
     if gap:  # the frozen question asks about the out-of-view interval: the last view before vs the first after
         r_leave, r_enter = _seen_near(r, int(gap[0]), -1), _seen_near(r, int(gap[1]), +1)
-        q2 = None if r_leave is None or r_enter is None else bool(r_enter - r_leave > PROGRESS)
+        q2 = None if r_leave is None or r_enter is None else bool(r_enter - r_leave > P["dyn_progress"])
     else:
         r_leave = r_enter = None
-        q2 = None if first is None or r_v is None else bool(first - r_v > PROGRESS)  # changed further since V
+        q2 = None if first is None or r_v is None else bool(first - r_v > P["dyn_progress"])  # changed further since V
     ans = [
         None if first is None else bool(first > 0.3),  # changed at the first return
         q2,
-        None if first is None else bool(first < PROGRESS),  # back to its first look (reset)
-        bool(any(b < a - PROGRESS for a, b in zip(known[:-1], known[1:]))) if len(known) >= 2 else None,
+        None if first is None else bool(first < P["dyn_progress"]),  # back to its first look (reset)
+        bool(any(b < a - P["dyn_progress"] for a, b in zip(known[:-1], known[1:]))) if len(known) >= 2 else None,
         None if r_last is None else bool(r_last > 0.3),  # still changed at the end
-        None if r_last is None or not known else bool(r_last > 0.7 and abs(r_last - known[-1]) < PROGRESS),
+        None if r_last is None or not known else bool(r_last > 0.7 and abs(r_last - known[-1]) < P["dyn_progress"]),
         not jump,  # gradual
         None,  # anything else changed: from the rest of the view (dynamic_scores)
     ]
@@ -305,8 +302,6 @@ def score_items(gate: bool | None, answers: list[bool | None], item: dict, asked
 
 def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
     """Dynamic memory of one record via the measured judge: overall (gated), p_start and the conditional score."""
-    from .memory import revisit_frames
-    from .metrics import Score, na
 
     dyn = load_dynamic(folder) if folder is not None else None
     E = feat.get("events")
@@ -318,14 +313,14 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
         return {m: na(r) for m in ("dynamic_score", "dynamic_p_start", "dynamic_conditional")}
     revs = revisit_frames(feat, rec)
     ret_frames = [r["frame"] for r in revs]
-    other = _other_change(E, dyn, ret_frames)
+    other = _other_change(E, dyn, ret_frames, P)
     rest = E.get("rest")
-    ok = np.isfinite(rest) & (rest < REGISTERED) if rest is not None and len(rest) else None
+    ok = np.isfinite(rest) & (rest < P["dyn_registered"]) if rest is not None and len(rest) else None
     results = []
     for item, curve in zip(dyn["events"], E["change"]):
         if ok is not None and len(ok) == len(curve):  # only views that register onto the start view count
             curve = np.where(ok, curve, np.nan)
-        m = measured_answers(curve, item, dyn["phases"], ret_frames)
+        m = measured_answers(curve, item, dyn["phases"], ret_frames, P)
         m["answers"][7] = other
         results.append({**score_items(m["gate"], m["answers"], item), "name": item["name"],
                         "curve_at": m["curve_at"]})
@@ -343,7 +338,7 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
     return out
 
 
-def _other_change(E, dyn, ret_frames) -> bool | None:
+def _other_change(E, dyn, ret_frames, P: dict) -> bool | None:
     """Did the starting view change elsewhere than in the event regions? The registered residual of the rest of
     the view at the first return, against the same residual during the initial hold (compression noise)."""
     rest = E.get("rest")
@@ -352,12 +347,12 @@ def _other_change(E, dyn, ret_frames) -> bool | None:
     v = next((p for p in dyn["phases"] if p["name"] == "V"), None)
     base = _at(rest, (v["frames"][1] - 1) if v else 1, 1)
     at = _at(rest, ret_frames[0])
-    return None if base is None or at is None else bool(at - base > OTHER)
+    return None if base is None or at is None else bool(at - base > P["dyn_other"])
 
 
 # ---------------------------------------------------------------------------------------------------- vlm judge
 def prompt_template() -> str:
-    return resources.files("worldgate.prompts").joinpath("dynamic_memory.txt").read_text()
+    return resources.files("worldgate.prompts").joinpath("worldmembench", "dynamic_memory.txt").read_text()
 
 
 def build_prompt(question: str, phases: list[dict], frames: list[int], fps: float) -> str:

@@ -1,5 +1,5 @@
 """WorldMemBench static memory: targets given by masks in the conditioning frame, found again at every revisit from
-the video alone, scored against a fixed reference from the initial hold V (../shared/METRICS.md, WorldMemBench).
+the video alone, scored against a fixed reference from the initial hold V (docs/worldmembench.md).
 
 Feature (classical backend, CPU, no weights): ``TargetExtractor`` reads the record's ``targets.npz`` (masks of the
 targets in frame 0 and their kinds: human, object, event). Each target's reference comes from phase V: the mean
@@ -32,12 +32,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .features import Extractor
+from ..features import Extractor
+from ..score import Score, na
 
 STRIDE = 2  # revisit frames whose orientation is compared (environment): every 2nd
 CANVAS = 48  # canonical silhouette canvas (pixels)
 SEARCH = 0.25  # template search window: +- this share of the frame around the reference box
-MIN_MATCH = 0.35  # normalised cross-correlation below which the target is not observed (no valid observation)
 
 
 def load_targets(folder: Path) -> dict | None:
@@ -346,8 +346,6 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
 
 def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
     """Scores (value, reason, detail) of the static memory metrics for one record."""
-    from .metrics import Score, na
-
     out = {}
     T = feat.get("targets")
     revs = revisit_frames(feat, rec)
@@ -407,8 +405,6 @@ def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dic
     inverse depth on a grid at frame 0 and at revisit frames), at each revisit's frame (closest in estimated
     orientation to frame 0, as Environment Visible). A revisit without depth near its frame scores 0."""
     from scipy.stats import spearmanr
-
-    from .metrics import Score, na
 
     f0, ref = _nearest_depth(D, 0)
     if ref is None or f0 != 0:

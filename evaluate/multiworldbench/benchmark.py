@@ -1,0 +1,17 @@
+"""MultiWorldBench as the runner sees it: the ten capabilities of two-view records, thresholds, scoring, tracks."""
+
+from __future__ import annotations
+
+from ..score import Benchmark, metric
+from .protocol import PARAMS
+from .scoring import finish_results, format_tracks, score_folder
+
+METRICS = {m: metric(n, "MultiWorldBench", needs=("two-view record",)) for m, n in (
+    ("control_isolation", "Control Isolation"), ("coordination_fairness", "Coordination Fairness"),
+    ("cross_view_motion", "Cross-View Motion"), ("state_synchronization", "State Synchronization"),
+    ("state_persistence", "State Persistence"), ("structural_consistency", "Structural Consistency"),
+    ("spatial_reasoning", "Spatial Reasoning"), ("race_condition_consistency", "Race-Condition Consistency"),
+    ("style_consistency", "Style Consistency"), ("id_consistency", "ID Consistency"))}
+
+BENCHMARK = Benchmark(name="multiworldbench", title="MultiWorldBench", metrics=METRICS, params=PARAMS, views=2,
+                      score_folder=score_folder, finish=finish_results, summary=format_tracks)

@@ -1,0 +1,184 @@
+"""Two-view records as MultiWorldBench's evaluator sees them, and the features it reads from them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from worldgate.generate.records import load_record, read_meta, record_views
+from worldgate.generate.video import sha256_file
+from worldgate.trajectories.multiworldbench.world import frame_of
+
+from ..classical import CLASSICAL, FlowExtractor, PoseExtractor
+from ..features import (
+    Extractor,
+    FeatureCache,
+    FeatureError,
+    RecordView,
+    compute_features,
+)
+from .protocol import VIEWS
+
+
+# ------------------------------------------------------------------------------------------------------ records
+@dataclass
+class TwoView:
+    dir: Path
+    meta: dict
+    spec: dict  # the case's two_player dict: players, world, task, visibility, checks, interactions
+    poses: dict  # "A"/"B" -> commanded c2w (F, 4, 4)
+    views: dict  # "A"/"B" -> RecordView of that player's video
+    actions: dict
+    width: int
+    height: int
+    fps: float
+    n_frames: int
+    K: np.ndarray  # native intrinsics at the video's size
+
+    @property
+    def task(self) -> str:
+        return self.spec.get("task", "")
+
+
+def is_two_view(folder: Path) -> bool:
+    """A record with the two players' views (the record module says which views a record has)."""
+    meta = read_meta(folder)
+    return bool(meta) and list(record_views(meta)) == list(VIEWS)
+
+
+def open_two_view(folder: Path) -> TwoView:
+    """A complete two-view record as the evaluator sees it; FeatureError with the reason otherwise."""
+    folder = Path(folder)
+    try:
+        rec = load_record(folder)
+    except (OSError, ValueError) as e:
+        raise FeatureError(f"{folder.name}: unreadable record files ({type(e).__name__}: {e})") from None
+    meta, files = rec["meta"], rec["views"]
+    if "actions" not in rec:
+        raise FeatureError(f"{folder.name}: actions.json is missing")
+    spec = (meta.get("case") or {}).get("two_player")
+    if not isinstance(spec, dict) or not isinstance(spec.get("players"), dict):
+        raise FeatureError(f"{folder.name}: meta.json has no two-player case (case.two_player)")
+    ach = meta.get("achieved") or {}
+    views, poses = {}, {}
+    for p in VIEWS:
+        video = folder / files[p]["video"]
+        if not video.is_file():
+            raise FeatureError(f"{folder.name}: {files[p]['video']} is missing")
+        c2w = rec["poses"][p]
+        if c2w.dtype.kind != "f" or c2w.ndim != 3 or c2w.shape[1:] != (4, 4) or not np.isfinite(c2w).all():
+            raise FeatureError(f"{folder.name}: {files[p]['poses']} must be finite float (F, 4, 4) poses, got "
+                               f"{c2w.dtype} {c2w.shape}")
+        a = ach.get(p) or {}
+        try:
+            w, h, fps, n = int(a["width"]), int(a["height"]), float(a["fps"]), int(a["frames"])
+        except (KeyError, TypeError, ValueError):
+            raise FeatureError(f"{folder.name}: meta.json lacks the achieved size/fps/frames of view {p}") from None
+        vmeta = {"intrinsics": meta.get("intrinsics"), "requested": meta.get("requested", {}), "case": meta.get("case")}
+        views[p] = RecordView(dir=folder, meta=vmeta, trajectory={"segments": []}, poses=c2w, video=video, width=w,
+                              height=h, fps=fps, n_frames=n, content_hash=sha256_file(video))
+        poses[p] = c2w
+    a, b = views["A"], views["B"]
+    if (a.width, a.height, a.n_frames) != (b.width, b.height, b.n_frames) or abs(a.fps - b.fps) > 1e-3:
+        raise FeatureError(f"{folder.name}: the two views differ ({a.width}x{a.height}x{a.n_frames} @ {a.fps} vs "
+                           f"{b.width}x{b.height}x{b.n_frames} @ {b.fps}): a step must give one frame per player")
+    if len(poses["A"]) != a.n_frames or len(poses["B"]) != b.n_frames:
+        raise FeatureError(f"{folder.name}: commanded poses ({len(poses['A'])}, {len(poses['B'])}) do not match "
+                           f"the videos' {a.n_frames} frames")
+    K = a.intrinsics
+    if K is None:
+        f = a.width / (2 * math.tan(math.radians(33.0)))
+        K = np.array([f, f, (a.width - 1) / 2, (a.height - 1) / 2])
+    return TwoView(folder, meta, spec, poses, views, rec["actions"], a.width, a.height, a.fps, a.n_frames,
+                   np.asarray(K, float))
+
+
+# ------------------------------------------------------------------------------------------------------ features
+class KeyFrames(Extractor):
+    """The decoded frames a case's measured judgments look at (a handful per view), cached like any feature."""
+
+    name = "keyframes"
+    version = "1"
+    backend = "measured"
+    max_side = None
+
+    def __init__(self, indices):
+        self.indices = sorted({int(i) for i in indices})
+
+    def key(self) -> str:
+        h = hashlib.sha1(json.dumps(self.indices).encode()).hexdigest()[:10]
+        return f"{self.name}@{self.version}.{h}-{self.backend}"
+
+    def start(self, rec):
+        super().start(rec)
+        self.want, self.keep = set(self.indices), {}
+
+    def update(self, i, frame):
+        if i in self.want:
+            self.keep[i] = np.array(frame, copy=True)
+
+    def finish(self):
+        idx = sorted(self.keep)
+        frames = np.stack([self.keep[i] for i in idx]) if idx else np.zeros((0, 1, 1, 3), np.uint8)
+        return {"index": np.asarray(idx, np.int64), "frames": frames}
+
+    def config(self) -> dict:
+        return dict(super().config(), what="decoded frames at the case's check times (measured judgments)")
+
+
+def _frame(t: float, tv: TwoView) -> int:
+    return int(min(max(frame_of(t, tv.fps), 0), tv.n_frames - 1))
+
+
+def needed_frames(tv: TwoView) -> list[int]:
+    c, task = tv.spec.get("checks", {}), tv.task
+    times = []
+    if task == "cross_view_motion":
+        times = [c["before_s"], c["after_s"]]
+    elif task in ("shared_state", "persistence"):
+        times = list(c["final_s"])
+    elif task in ("building_reveal", "concurrent_placement"):
+        times = list(c["frames_s"])
+    elif task == "delayed_revisit":
+        f0 = _frame(c["first_s"], tv)
+        return [f0, min(f0 + int(c["gap_frames"]), tv.n_frames - 1)]
+    return [_frame(t, tv) for t in times]
+
+
+def needs(tv: TwoView) -> dict:
+    """Classical features per view: poses of both players (matched navigation), flow of the actor (cross-view)."""
+    if tv.task == "matched_navigation":
+        return {p: ["poses"] for p in VIEWS}
+    if tv.task == "cross_view_motion":
+        return {tv.spec["checks"]["actor"]: ["flow"]}
+    return {}
+
+
+def view_features(tv: TwoView, backend: str, cache: FeatureCache, rescore: bool, stats: dict) -> dict:
+    """{view: {"keyframes": {...}, "poses"/"flow": {...}}} computed (one decode per view) or read from the cache."""
+    frames = needed_frames(tv)
+    out = {}
+    for p in VIEWS:
+        ex = [KeyFrames(frames)] if frames else []
+        if backend == "classical":
+            ex += [CLASSICAL[name]() for name in needs(tv).get(p, [])]
+        if not ex:
+            out[p] = {}
+            continue
+        feats, st = compute_features(tv.views[p], ex, cache, rescore=rescore)
+        stats["computed"] += len(st["computed"])
+        stats["cached"] += len(st["cached"])
+        out[p] = feats
+    return out
+
+
+def extractor_info() -> dict:
+    kf = KeyFrames([])
+    out = {ex.name: {"backend": ex.backend, "key": ex.key(), **ex.config()} for ex in (PoseExtractor(), FlowExtractor())}
+    out["keyframes"] = {"backend": kf.backend, "key": f"{kf.name}@{kf.version}-{kf.backend}", **kf.config()}
+    return out

@@ -1,0 +1,62 @@
+"""What a metric returns, and what a benchmark declares.
+
+A metric returns a :class:`Score`: a value, or ``None`` with the reason it is unavailable (not applicable, not
+evaluable, or no honest backend), never a made-up number. A :class:`Benchmark` is one benchmark's evaluate home as the
+runner sees it: its metrics (id -> display name, range, direction, the features it needs), its thresholds (PARAMS,
+every one a name ``worldgate sweep`` can change), which records it scores (by their number of views), and how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Score:
+    value: float | None
+    reason: str | None = None
+    detail: dict | None = None
+
+    def to_dict(self):
+        d = {"value": self.value}
+        if self.reason:
+            d["reason"] = self.reason
+        if self.detail:
+            d["detail"] = self.detail
+        return d
+
+
+def na(reason: str) -> Score:
+    return Score(None, reason)
+
+
+def metric(name: str, benchmark: str, rng: str = "0-100", higher: bool = True, needs: tuple = ()) -> dict:
+    """One metric's declaration: display name, benchmark, range, whether higher is better, the features it needs."""
+    return {"name": name, "benchmark": benchmark, "range": rng, "higher_is_better": higher, "needs": tuple(needs)}
+
+
+@dataclass
+class Benchmark:
+    """One benchmark's evaluate home.
+
+    One-view benchmarks give ``extractors(backend)`` (their features; shared ones are computed once per record) and
+    ``score(feats, rec, backend, P) -> {metric: Score}``; benchmarks of multi-view records give
+    ``score_folder(folder, cache, backend, wanted, P, rescore, stats) -> samples row``. ``finish(results, samples,
+    wanted)`` adds run-level results (analyses, tracks) in place."""
+
+    name: str
+    title: str
+    metrics: dict[str, dict]
+    params: dict[str, float]
+    views: int = 1
+    extractors: Callable | None = None
+    score: Callable | None = None
+    score_folder: Callable | None = None
+    finish: Callable | None = None
+    summary: Callable | None = None  # results -> a line printed under the table (or "")
+    #: per backend, metrics it cannot measure honestly and why (reported, never filled from another backend)
+    unavailable: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+__all__ = ["Score", "na", "metric", "Benchmark"]
