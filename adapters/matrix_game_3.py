@@ -49,6 +49,7 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -80,8 +81,6 @@ def integrate_actions(keyboard: np.ndarray, mouse: np.ndarray) -> np.ndarray:
 
     Sequential like upstream; every state is rounded to float32 as upstream stores it (``array('f')`` does the
     rounding), so the result is bit-identical to the numpy version at a fraction of the time."""
-    from array import array
-
     F = len(keyboard)
     st = array("f", bytes(4 * 5 * F))
     kb = np.asarray(keyboard, np.float64)[:, :4].tolist()

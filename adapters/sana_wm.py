@@ -52,6 +52,9 @@ import math
 from typing import Iterator
 
 import numpy as np
+from PIL import Image
+
+from worldgate.adapters.context import ChunkInfo
 
 from .base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
 
@@ -121,8 +124,6 @@ def refine_with_context(refiner, sana_latent, prompt: str, *, fps: float, c2w: n
     from diffusers.models.transformers.transformer_sana_wm_refiner import SanaWMRefinerKVCache
     from diffusers.pipelines.sana_wm.refiner import STAGE_2_DISTILLED_SIGMA_VALUES, _pack_latents, _unpack_latents
     from diffusers.utils.torch_utils import randn_tensor
-
-    from worldgate.adapters.context import ChunkInfo
 
     tr = refiner.transformer
     cfg = tr.config
@@ -401,7 +402,6 @@ class SanaWM(Adapter):
                                f"refiner's KV cache, and no refiner is loaded (stage 1 is one bidirectional call): "
                                f"pass --model-args refiner=DIR")
         import torch
-        from PIL import Image
 
         call = plan.extra["call"]
         image_path = plan.extra.get("image")

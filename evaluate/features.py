@@ -9,13 +9,19 @@ serves stale numbers.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
+
+from worldgate.generate.records import read_meta
+from worldgate.generate.video import read_frames, sha256_file
 
 
 class FeatureError(RuntimeError):
@@ -120,8 +126,6 @@ class FeatureCache:
 
 def open_record(folder: Path) -> RecordView:
     """A complete rollout record as extractors see it; raises FeatureError with the reason otherwise."""
-    from worldgate.generate.records import read_meta
-
     folder = Path(folder)
     meta = read_meta(folder)
     if not isinstance(meta, dict):
@@ -149,8 +153,6 @@ def open_record(folder: Path) -> RecordView:
     if not (np.isfinite(fps) and fps > 0) or frames < 0 or width < 0 or height < 0:
         raise FeatureError(f"{folder.name}: meta.json achieved values are invalid (fps={fps}, frames={frames}, "
                            f"size={width}x{height})")
-    from worldgate.generate.video import sha256_file
-
     actual = sha256_file(video)
     if sha and sha != actual:
         meta = dict(meta, caveats=list(meta.get("caveats") or []) + ["video.mp4 changed after the record was written"])
@@ -188,8 +190,6 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
             todo.append(ex)
     if not todo:
         return out, stats
-    from worldgate.generate.video import read_frames
-
     for ex in todo:
         ex.start(rec)
     t0 = time.perf_counter()
@@ -249,8 +249,6 @@ def _opencv_threads(n: int | None) -> int | None:
     """Set OpenCV's thread count; returns the previous one (None when nothing was changed)."""
     if n is None:
         return None
-    import cv2
-
     prev = cv2.getNumThreads()
     if prev != n:
         cv2.setNumThreads(n)
@@ -264,8 +262,6 @@ class _Frame:
     __slots__ = ("full", "sized", "lock")
 
     def __init__(self, full: np.ndarray):
-        import threading
-
         self.full, self.sized, self.lock = full, {}, threading.Lock()
 
     def at(self, size: tuple[int, int]) -> np.ndarray:
@@ -294,9 +290,6 @@ class _Pool:
     BATCH = 4  # frames an extractor handles per turn before its thread serves the next extractor in line
 
     def __init__(self, n_threads: int):
-        import collections
-        import threading
-
         self.cv = threading.Condition()
         self.ready: "collections.deque[_Worker]" = collections.deque()  # extractors with frames and no thread
         self.closing = False
@@ -331,9 +324,6 @@ class _Worker:
     place nor wakes a thread (an extractor that samples every n-th frame pays nothing for the others)."""
 
     def __init__(self, ex: Extractor, pool: _Pool, depth: int = 8):
-        import collections
-        import threading
-
         self.ex, self.pool, self.error, self.size, self.busy = ex, pool, None, None, 0.0
         self.needs = getattr(ex, "needs_frame", None)
         self.pending: "collections.deque[tuple[int, _Frame]]" = collections.deque()
@@ -437,6 +427,4 @@ class _Job:
 
 
 def _resize(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    import cv2
-
     return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)

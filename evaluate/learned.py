@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 
+from .classical import FlowSignals, HardCutSignal
+from .classical_geometry import analysis_K
 from .features import Extractor, FeatureError
 from .worldmembench.static import TargetExtractor, _bbox, revisit_phases, revisit_range
 
@@ -80,8 +83,6 @@ def _load(kind: str, hf_id: str, loader):
 
 def _to_tensor(frame: np.ndarray, size: tuple[int, int], mean, std, device="cpu"):
     """uint8 HxWx3 -> normalised 1x3xhxw float tensor at ``size`` = (w, h)."""
-    import cv2
-
     torch = _torch()
     f = cv2.resize(frame, size, interpolation=cv2.INTER_AREA if size[0] < frame.shape[1] else cv2.INTER_CUBIC)
     x = torch.from_numpy(f.astype(np.float32) / 255.0).permute(2, 0, 1)
@@ -113,8 +114,6 @@ class LearnedFlow(Extractor):
         return self.model.eval().to(self.device)
 
     def start(self, rec):
-        from .classical import FlowSignals
-
         super().start(rec)
         self.prev = []
         self.signals = FlowSignals()
@@ -199,8 +198,6 @@ class LearnedAppearance(Extractor):
         return self.model.eval().to(self.device)
 
     def start(self, rec):
-        from .classical import HardCutSignal
-
         super().start(rec)
         self.emb, self.cuts = [], HardCutSignal()
 
@@ -315,8 +312,6 @@ class LearnedTargets(TargetExtractor):
 
     def segment(self, frame: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """SAM2's mask of the thing in ``mask``'s bounding box."""
-        import cv2
-
         torch = _torch()
         H, W = mask.shape
         x0, y0, x1, y1 = _bbox(mask)
@@ -336,8 +331,6 @@ class LearnedTargets(TargetExtractor):
         return self.model.eval().to(self.device)
 
     def embed(self, frame: np.ndarray, masks: list) -> list:
-        import cv2
-
         torch = _torch()
         if not any(m.any() for m in masks):
             return [None] * len(masks)
@@ -392,8 +385,6 @@ class LearnedMemoryDepth(Extractor):
         return i in self.keep
 
     def update(self, i, frame):
-        import cv2
-
         if frame is None or i not in self.keep:
             return
         h, w = frame.shape[:2]
@@ -402,8 +393,6 @@ class LearnedMemoryDepth(Extractor):
         self.frames.append(i)
         self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))
         if self.K is None:  # the intrinsics of the G x G grid (x and y scaled separately)
-            from .classical import analysis_K
-
             self.K = np.diag([G / w, G / h, 1.0]) @ analysis_K(self.rec, w, h)
 
     def finish(self):

@@ -32,10 +32,10 @@ BENCHMARKS = Registry("benchmark", {
 FEATURES = {
     "classical": Registry("classical feature", {
         "flow": "worldgate.evaluate.classical:FlowExtractor",
-        "poses": "worldgate.evaluate.classical:PoseExtractor",
+        "poses": "worldgate.evaluate.classical_geometry:PoseExtractor",
         "appearance": "worldgate.evaluate.classical:AppearanceExtractor",
         "quality": "worldgate.evaluate.classical:QualityExtractor",
-        "geometry": "worldgate.evaluate.classical:GeometryExtractor",
+        "geometry": "worldgate.evaluate.classical_geometry:GeometryExtractor",
         "targets": "worldgate.evaluate.worldmembench.static:TargetExtractor",
         "events": "worldgate.evaluate.worldmembench.dynamic:EventExtractor",
     }),

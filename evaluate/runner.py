@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from tqdm import tqdm
 
 from worldgate.generate.records import candidate_records, git_hash, read_meta, record_views
 from worldgate.trajectories.registry import did_you_mean
 
-from .features import FeatureCache, FeatureError, compute_features, open_record
 from . import metrics as M
+from .features import FeatureCache, FeatureError, compute_features, open_record
 from .metrics import benchmarks, metric_info, score_record
 
 BACKENDS = ("classical", "learned")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import imageio_ffmpeg
 import numpy as np
 
 #: H.264 settings for rollouts: visually lossless enough that flow and features survive encoding
@@ -19,8 +21,6 @@ class VideoWriter:
     """Streams uint8 RGB frames into an H.264 mp4 through an ffmpeg subprocess (which encodes on its own core)."""
 
     def __init__(self, path: str | Path, width: int, height: int, fps: float, crf: int = CRF, preset: str = PRESET):
-        import imageio_ffmpeg
-
         if width % 2 or height % 2:
             raise ValueError(f"H.264 yuv420p needs even frame sizes, got {width}x{height}")
         self.path, self.size, self.n = Path(path), (int(width), int(height)), 0
@@ -72,10 +72,6 @@ _STREAM = re.compile(rb"Stream #0:\d+.*?: Video: .*?, (\d{2,5})x(\d{2,5})[, \[].
 def probe_video(path: str | Path) -> VideoInfo:
     """Measure a video file by decoding it once with ffmpeg: size and fps from the stream header, frames counted
     while decoding. Raises ``ValueError`` for a file ffmpeg cannot read or that has no video frames."""
-    import subprocess
-
-    import imageio_ffmpeg
-
     path = str(path)
     cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-nostdin", "-i", path, "-map", "0:v:0", "-vf", "null",
            "-f", "null", "-"]
@@ -103,8 +99,6 @@ def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out:
     """Yield uint8 RGB frames (H, W, 3), optionally resized by ffmpeg to ``size`` = (width, height). ``meta_out``
     receives the container's metadata (``fps``, ``source_size``) before the first frame is yielded.
     ``decoder_threads``: ffmpeg's decoding threads (None: ffmpeg's choice, one per core)."""
-    import imageio_ffmpeg
-
     kw = {"output_params": ["-vf", f"scale={size[0]}:{size[1]}:flags=area"]} if size else {}
     if decoder_threads:
         kw["input_params"] = ["-threads", str(int(decoder_threads))]

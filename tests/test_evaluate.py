@@ -200,7 +200,7 @@ def test_pose_extractor_follows_the_rendered_camera_under_drift(tmp_path):
     triangulated vote, used before, picked E's twisted rotation here (a 180-degree error) and, with 6 s keys, flipped
     27 of 73 baselines."""
     from worldgate.adapters import get_adapter
-    from worldgate.evaluate.classical import PoseExtractor
+    from worldgate.evaluate.classical_geometry import PoseExtractor
     from worldgate.evaluate.features import FeatureCache, compute_features, open_record
     from worldgate.experiments.validate import validation_manifest
     from worldgate.trajectories.suites import Case

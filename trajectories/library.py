@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from difflib import get_close_matches
+
 from .core import Look, Move, Segment, Trajectory, TrajectoryError, parse_segments
 
 WORLDMARK_SECONDS_PER_KEY = 20.0
@@ -102,8 +104,6 @@ def resolve(spec) -> Trajectory:
         try:
             return Trajectory(parse_segments(spec))
         except TrajectoryError as e:
-            from difflib import get_close_matches
-
             close = get_close_matches(spec.strip(), names(), n=3)
             hint = f" Did you mean the named trajectory {' or '.join(map(repr, close))}?" if close else ""
             raise TrajectoryError(f"{e}.{hint} Named trajectories: {', '.join(names())}") from None

@@ -18,6 +18,8 @@ from typing import Iterator
 
 import numpy as np
 
+from worldgate.trajectories.core import Trajectory
+
 from ..base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
 
 THIRD_PERSON_EYE_M = 2.2
@@ -105,23 +107,25 @@ class EngineAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------------------ runtime
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        # .render and .world load numba (~1 s): imported here, at the first rollout, and not at module top, so that
+        # `worldgate list models` (which reads every adapter's info) stays cheap
         from . import render, world  # noqa: F401  (compiles or loads the cached ray caster)
 
         self._compile_once()
 
     def _kernel(self):
-        from . import render
+        from . import render  # numba: deferred, see load()
 
         if self.threads == 1:
             return render.render_frame
         if self.threads > 1:
-            import numba
+            import numba  # deferred, see load()
 
             numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
         return render.render_frame_parallel
 
     def _compile_once(self):
-        from .world import B
+        from .world import B  # numba: deferred, see load()
 
         render_frame = self._kernel()
         if getattr(render_frame, "_worldgate_warm", False):
@@ -137,7 +141,7 @@ class EngineAdapter(Adapter):
         render_frame._worldgate_warm = True
 
     def world_for(self, plan: NativeInputs, keepout: np.ndarray | None = None):
-        from .world import build_world
+        from .world import build_world  # numba: deferred, see load()
 
         scene = plan.extra["scene"]
         eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
@@ -155,7 +159,7 @@ class EngineAdapter(Adapter):
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
                tint: np.ndarray | None = None):
         """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
-        from .world import NX, NZ, VS, B, G
+        from .world import NX, NZ, VS, B, G  # numba: deferred, see load()
 
         render_frame = self._kernel()
         H, W = self.height, self.width
@@ -197,8 +201,6 @@ class EngineAdapter(Adapter):
     def _memory_case(plan: NativeInputs) -> bool:
         """Memory targets are given for trajectories that open with a hold (phase V: the reference to remember);
         dynamic items only for scenes made for them (``event_s``: events that visibly start during V)."""
-        from worldgate.trajectories.core import Trajectory
-
         return any(p.name == "V" for p in Trajectory.from_dict(plan.extra["trajectory"]).phases())
 
     def target_masks(self, world, ids: np.ndarray) -> dict:
@@ -335,8 +337,6 @@ def dynamic_questions(world, targets: dict, plan: NativeInputs, depth0: np.ndarr
     camera loses the target from view (``target_visibility``, needs frame 0's depth), the second return-progress
     question asks whether it changed while out of view, between the last view before and the first view after
     (the item's ``gap`` frames): what an event that pauses when unseen gets wrong."""
-    from worldgate.trajectories.core import Trajectory
-
     traj = Trajectory.from_dict(plan.extra["trajectory"])
     phases = traj.phases()
     t_v = next((p.end_s for p in phases if p.name == "V"), 0.0)
@@ -392,7 +392,7 @@ def _keepout(c2w: np.ndarray) -> np.ndarray:
 
 
 def _texkind():
-    from .world import TEXKIND
+    from .world import TEXKIND  # numba: deferred, see load()
 
     return TEXKIND
 
@@ -440,7 +440,7 @@ def _avatar_sprite(H: int, W: int, phase_idx: int):
 
 
 def _draw_avatar(rgb, depth, ids, walk_phase: float):
-    from .world import ID_AVATAR
+    from .world import ID_AVATAR  # numba: deferred, see load()
 
     H, W = depth.shape
     mask, sprite = _avatar_sprite(H, W, int(walk_phase * 8) % 8)

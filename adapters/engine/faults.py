@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 
 from worldgate.trajectories.core import Look, Move, Segment, Trajectory
 
 from ..base import AdapterInfo
-from .adapter import EngineAdapter
+from .adapter import IN_VIEW, EngineAdapter, target_visibility
 
 
 def _info(name: str, note: str) -> AdapterInfo:
@@ -147,7 +148,7 @@ class ForgetEngine(_Fault):
         yield from super().rollout(plan, context, seed, with_gt)
 
     def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None):
-        from .world import ID_AVATAR
+        from .world import ID_AVATAR  # .world loads numba (~1 s): deferred so listing models stays cheap
 
         n = len(world.inst_mode)
         if self._state is None:
@@ -181,8 +182,6 @@ class FreezeEngine(_Fault):
         """An event visible in frame 0 is in view while at least half of it is inside the commanded frame (the same
         geometry the dynamic questions' out-of-view interval is frozen from: adapter.target_visibility); others
         while any pixel of them is rendered."""
-        from .adapter import IN_VIEW, target_visibility
-
         p = self._plan
         for iid in self._clock:
             m = ids0 == iid
@@ -240,8 +239,6 @@ class BlurEngine(_Fault):
     NOISE = 10.0
 
     def post_frame(self, i, rgb):
-        import cv2
-
         out = cv2.GaussianBlur(rgb, (0, 0), self.SIGMA).astype(np.float32)
         rng = np.random.default_rng([self.seed, i])
         out += rng.normal(0, self.NOISE, out.shape).astype(np.float32)

@@ -55,7 +55,7 @@ class MemoryEngine(EngineAdapter):
         self.tint = None
 
     def begin_chunk(self, index, start, stop) -> None:
-        from .world import ID_AVATAR
+        from .world import ID_AVATAR  # .world loads numba (~1 s): deferred so listing models stays cheap
 
         held = self.policy.select(self.infos[:index], self.infos[index])
         self.held = held

@@ -14,7 +14,8 @@ from worldgate.generate.records import load_record, read_meta, record_views
 from worldgate.generate.video import sha256_file
 from worldgate.trajectories.multiworldbench.world import frame_of
 
-from ..classical import CLASSICAL, FlowExtractor, PoseExtractor
+from ..classical import FlowExtractor
+from ..classical_geometry import PoseExtractor
 from ..features import (
     Extractor,
     FeatureCache,
@@ -166,7 +167,7 @@ def view_features(tv: TwoView, backend: str, cache: FeatureCache, rescore: bool,
     for p in VIEWS:
         ex = [KeyFrames(frames)] if frames else []
         if backend == "classical":
-            ex += [CLASSICAL[name]() for name in needs(tv).get(p, [])]
+            ex += [{"poses": PoseExtractor, "flow": FlowExtractor}[name]() for name in needs(tv).get(p, [])]
         if not ex:
             out[p] = {}
             continue

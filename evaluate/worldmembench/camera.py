@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from evo.core.geometry import GeometryException
+from evo.core.trajectory import PoseTrajectory3D
+from scipy.spatial.transform import Rotation
 
 from ..score import Score, na
 from ..shared import estimated_trajectory, rotation_angles
@@ -41,15 +44,11 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
 
 
 def _rpe_trans(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
-    from evo.core.trajectory import PoseTrajectory3D
-
     ref = cmd.copy()
     ref[:, :3, 3] /= path_len  # the commanded path normalised to unit length
     ts = np.asarray(frames, float) / fps
     t_ref = PoseTrajectory3D(poses_se3=list(ref), timestamps=ts)
     t_est = PoseTrajectory3D(poses_se3=list(est), timestamps=ts.copy())
-    from evo.core.geometry import GeometryException
-
     try:
         t_est.align(t_ref, correct_scale=True)
     except GeometryException:  # a straight commanded path: Umeyama is rank-deficient, align along the line
@@ -78,8 +77,6 @@ def rpe_translation(ref: np.ndarray, est: np.ndarray) -> np.ndarray:
 def _line_sim3(est: np.ndarray, ref: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """Sim(3) for collinear references: the rotation taking the estimate's principal direction onto the
     reference line (the roll about the line is unobservable and left out), the least-squares scale along it."""
-    from scipy.spatial.transform import Rotation
-
     ce, cr = est.mean(0), ref.mean(0)
     E, Rf = est - ce, ref - cr
     de = np.linalg.svd(E, full_matrices=False)[2][0]

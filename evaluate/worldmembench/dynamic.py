@@ -26,6 +26,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from ..features import Extractor
 from ..score import Score, na
@@ -384,7 +385,6 @@ class VLMJudge:
 
     def ask(self, frames: list[np.ndarray], prompt: str) -> str:
         import torch
-        from PIL import Image
 
         content = [{"type": "image"} for _ in frames] + [{"type": "text", "text": prompt}]
         text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from scipy.stats import spearmanr
 
 from ..features import Extractor
 from ..score import Score, na
@@ -404,8 +405,6 @@ def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dic
     """Environment Depth Spearman and Spherical Reconstruction Score from the ``memory_depth`` feature (relative
     inverse depth on a grid at frame 0 and at revisit frames), at each revisit's frame (closest in estimated
     orientation to frame 0, as Environment Visible). A revisit without depth near its frame scores 0."""
-    from scipy.stats import spearmanr
-
     f0, ref = _nearest_depth(D, 0)
     if ref is None or f0 != 0:
         return {m: na("no depth of the conditioning frame") for m in ("depth_spearman", "spherical_reconstruction")}
