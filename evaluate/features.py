@@ -159,6 +159,14 @@ def open_record(folder: Path) -> RecordView:
     return RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
 
 
+def scoring_view(rec: RecordView) -> dict:
+    """What a metric may read of a record besides its features: commanded trajectory and poses, fps, size, tags."""
+    tags = (rec.meta.get("case") or {}).get("tags") or {}
+    return {"trajectory": rec.trajectory, "fps": rec.fps, "poses": rec.poses, "dir": rec.dir, "case": rec.dir.name,
+            "tags": tags, "model": (rec.meta.get("adapter") or {}).get("name"), "width": rec.width,
+            "height": rec.height}
+
+
 def _check_stream(rec: RecordView, vmeta: dict) -> None:
     """The decoded stream must be what meta.json says was measured: a wrong-fps or resized video is an error."""
     fps = float(vmeta.get("fps") or 0.0)

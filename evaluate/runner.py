@@ -24,7 +24,7 @@ from worldgate.generate.records import candidate_records, git_hash, read_meta, r
 from worldgate.trajectories.registry import did_you_mean
 
 from . import metrics as M
-from .features import FeatureCache, FeatureError, compute_features, open_record
+from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .metrics import benchmarks, metric_info, score_record
 
 BACKENDS = ("classical", "learned")
@@ -61,6 +61,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
     samples, t_all = [], time.perf_counter()
     feat_stats = {"computed": 0, "cached": 0}
+    collected: dict[str, list] = {b.name: [] for b in benchmarks() if b.collect is not None}
     items = tqdm(folders, desc=f"evaluate {run.name}", unit="record") if progress else folders
     for folder in items:
         views = n_views(folder)
@@ -75,9 +76,11 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             feats, st = compute_features(rec, extractors, cache, rescore=rescore)
             feat_stats["computed"] += len(st["computed"])
             feat_stats["cached"] += len(st["cached"])
-            scores = score_record(feats, {"trajectory": rec.trajectory, "fps": rec.fps, "poses": rec.poses,
-                                          "dir": rec.dir},
-                                  backend, metrics, P)
+            rd = scoring_view(rec)
+            scores = score_record(feats, rd, backend, metrics, P)
+            for b in benchmarks():
+                if b.name in collected:
+                    collected[b.name].append(b.collect(feats, rd, backend, P))
             row.update({
                 "video_sha256": rec.content_hash,
                 "tags": rec.meta.get("case", {}).get("tags", {}),
@@ -107,9 +110,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
-    for b in benchmarks():  # run-level results: WorldMemBench's analyses, MultiWorldBench's capabilities and tracks
-        if b.finish is not None:
-            b.finish(results, samples, metrics)
+    for b in benchmarks():  # run-level results: WorldMark's pooled table, WorldMemBench's analyses, MultiWorldBench's
+        if b.finish is not None:  # capabilities and tracks
+            b.finish(results, samples, metrics, collected=collected.get(b.name), backend=backend, P=P)
     if write:
         (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
         (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))

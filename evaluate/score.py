@@ -53,6 +53,9 @@ class Benchmark:
     extractors: Callable | None = None
     score: Callable | None = None
     score_folder: Callable | None = None
+    #: (feats, rec, backend, P) -> what ``finish`` needs of a record beyond its sample line (kept in memory only)
+    collect: Callable | None = None
+    #: (results, samples, wanted, collected=..., backend=..., P=...) -> None
     finish: Callable | None = None
     summary: Callable | None = None  # results -> a line printed under the table (or "")
     #: per backend, metrics it cannot measure honestly and why (reported, never filled from another backend)

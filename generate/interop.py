@@ -27,7 +27,7 @@ import numpy as np
 from worldgate import __version__
 from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
-from worldgate.trajectories.worldmark import worldmark_suite
+from worldgate.trajectories.worldmark import WORLDMARK_DOMAINS, WORLDMARK_VIEWS, worldmark_suite
 
 from .records import RecordWriter, is_complete, list_records, read_meta, record_dir, trajectory_json
 from .video import probe_video, sha256_file
@@ -68,6 +68,7 @@ class ExportResult:
     out: Path
     exported: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    tag: str | None = None  # the MODEL folder name the records went to
 
 
 def export_worldmark(run: str | Path, out: str | Path, tag: str | None = None, fmt: str = "worldmark") -> ExportResult:
@@ -85,9 +86,22 @@ def export_worldmark(run: str | Path, out: str | Path, tag: str | None = None, f
         if missing:
             res.skipped[rec.name] = f"not a WorldMark case (tags lack {missing})"
             continue
-        mtag = tag or model_tag(meta["adapter"]["name"])
-        view, domain, img, aid = tags["view"], tags["domain"], int(tags["image"]), int(tags["action_id"])
+        mtag = model_tag(tag or meta["adapter"]["name"])
+        view, domain = tags["view"], tags["domain"]
+        if view not in WORLDMARK_VIEWS or domain not in WORLDMARK_DOMAINS:  # tags become folder names: only these
+            res.skipped[rec.name] = (f"tags view={view!r}, domain={domain!r} are not WorldMark's "
+                                     f"({'/'.join(WORLDMARK_VIEWS)}, {'/'.join(WORLDMARK_DOMAINS)})")
+            continue
+        try:
+            img, aid = int(tags["image"]), int(tags["action_id"])
+        except (TypeError, ValueError):
+            res.skipped[rec.name] = f"tags image={tags['image']!r}, action_id={tags['action_id']!r} are not integers"
+            continue
+        if not (0 <= img <= 999 and 1 <= aid <= 15):
+            res.skipped[rec.name] = f"image {img} / action id {aid} outside WorldMark's 000-999 / 1-15"
+            continue
         rel = Path(domain) / view / mtag / f"{img:03d}_{aid:03d}.mp4"
+        res.tag = mtag
         _link_or_copy(rec / "video.mp4", out / rel)
         side = out / SIDECAR / rec.name
         if side.exists():

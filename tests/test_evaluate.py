@@ -8,7 +8,8 @@ import pytest
 from worldgate.cli import main
 from worldgate.evaluate import shared
 from worldgate.evaluate.metrics import worldmark_columns
-from worldgate.evaluate.worldmark import action as M_action
+from worldgate.evaluate import metrics as M
+from worldgate.evaluate.worldmark import protocol as WP
 from worldgate.evaluate.worldmembench import camera as M_camera
 from worldgate.evaluate.runner import evaluate_run, extractors_for
 from worldgate.generate.runner import run_generate
@@ -36,7 +37,7 @@ def test_evaluate_writes_results_and_samples(run):
     for mid in worldmark_columns():
         assert mid in res["metrics"]
     assert res["backends"]["flow"]["backend"] == "classical" and res["git"] and res["versions"]["numpy"]
-    assert res["config"]["params"]["local_step_s"] == 0.5
+    assert res["config"]["params"]["local_mutation_classical"] == 0.06
     rows = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     assert [x["case"] for x in rows] == ["ad", "lr", "w"]
     by = {x["case"]: x for x in rows}
@@ -95,60 +96,64 @@ def test_cli_evaluate_and_leaderboard(run, tmp_path, capsys):
     assert "Did you mean 'local_memory'" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------------------------ metric goldens (synthetic)
-def _feat(sx=None, srad=None, n=160):
+# ------------------------------------------------------------------------------ WorldMark's scoring on our features
+def _feat(sx=None, srad=None, n=318):
     z = np.zeros(n)
     return {"flow": {"sx": np.asarray(sx if sx is not None else z, float), "sy": z.copy(),
                      "srad": np.asarray(srad if srad is not None else z, float), "speed": np.ones(n), "gap": 2},
-            "poses": {"valid": np.zeros(n, bool), "trans_amp": z, "rot_amp": z}}
+            "poses": {"valid": np.zeros(n, bool), "trans_amp": z, "rot_amp": z, "gap": np.asarray(2)}}
 
 
-def _seg(key, n=160):
-    return M_action.Seg(0, key, (0, n + 2), np.arange(n))
+def _rec(keys, n=320, fps=16.0):
+    segs = [{"index": i, "move": k if k in "WSAD" else "idle", "look": k if k in "LR" else "idle"}
+            for i, k in enumerate(keys)]
+    return {"trajectory": {"segments": segs}, "fps": fps, "model": "m", "case": "c", "tags": {}}
 
 
-def test_direction_accuracy_sign():
-    f = _feat(srad=np.full(160, 2.0))
-    assert M_action.direction(f, _seg("W"))[1] == pytest.approx(1.0)
-    assert M_action.direction(f, _seg("S"))[1] == pytest.approx(-1.0)
-    f = _feat(sx=np.full(160, -3.0))  # content moves left: turning right
-    assert M_action.direction(f, _seg("R"))[1] == pytest.approx(1.0)
-    assert M_action.direction(f, _seg("L"))[1] == pytest.approx(-1.0)
+def _flow(feat, keys, **P):
+    rec, cache, why = WP.protocol_record(feat, _rec(keys), dict(M.params(), **P))
+    assert rec is not None, why
+    return rec, cache
 
 
-def test_motion_stability_goldens():
-    fps = 16.0
-    steady = _feat(srad=np.full(160, 2.0))
-    assert M_action.stability(steady, _seg("W"), fps) == pytest.approx(1.0)
-    v = np.full(160, 2.0)
-    for k in range(0, 160, 32):  # a 1 s stall every 2 s
-        v[k + 8:k + 24] = 0.0
-    s = M_action.stability(_feat(srad=v), _seg("W"), fps)
-    # sustain ~0.55, 4-5 hiccups in 10 s -> exp(-hr/0.5) ~ 0.4
-    assert 0.1 < s < 0.4
+def test_worldmark_direction_sign_and_halved_flow():
+    rec, cache = _flow(_feat(srad=np.full(318, 2.0)), "W")
+    assert rec["action_id"] == 1 and rec["M1"][0]["dir"] == 1.0 and rec["M1"][0]["dir_gated"] == 1.0
+    assert cache["Srad"][0] == 1.0  # SEA-RAFT's half-size flow (fe:50-53): worldgate's 640-wide pixels halved
+    assert _flow(_feat(srad=np.full(318, 2.0)), "W", wm_flow_full_scale=1)[1]["Srad"][0] == 2.0
+    rec, _ = _flow(_feat(sx=np.full(318, -3.0)), "R")  # content moves left: turning right
+    assert rec["action_id"] == 5 and rec["M1"][0]["dir"] == 1.0
+    assert _flow(_feat(sx=np.full(318, -3.0)), "L")[0]["M1"][0]["dir"] == -1.0
 
 
-def test_response_latency_goldens():
-    fps = 16.0
-    v = np.full(160, 2.0)
-    v[:32] = 0.0  # responds after 2 s of a 10 s segment
-    s = M_action.latency(_feat(srad=v), _seg("W"), fps)
-    assert s == pytest.approx(1 - 2.0 / 10.0, abs=0.03)
-    assert M_action.latency(_feat(srad=np.full(160, -2.0)), _seg("W"), fps) == 0.0  # wrong way: no response
+def test_worldmark_do_nothing_scores_zero():
+    """A frozen video: direction 0, stability 0 (g <= 1e-6, fe:121), latency 0 at the switch (no response, fe:155)."""
+    rec, _ = _flow(_feat(), "WS")
+    assert [s["dir"] for s in rec["M1"]] == [0.0, 0.0]
+    assert [s["score"] for s in rec["M4"]] == [0.0, 0.0]
+    assert [s["score"] for s in rec["M3"]] == [0.0] and rec["M3"][0]["note"] == "no_response"
 
 
-def test_purity_on_axis_only_is_one():
-    f = _feat(srad=np.full(160, 2.0))
-    assert M_action.purity(f, _seg("W")) == pytest.approx(1.0)
-    f = _feat(sx=np.full(160, 2.0), srad=np.full(160, 2.0))
-    assert M_action.purity(f, _seg("W")) == pytest.approx(0.5)
+def test_worldmark_time_base_is_16_fps_unless_asked():
+    feat = _feat(srad=np.full(478, 2.0))
+    rec24 = _rec("W", n=480, fps=24.0)
+    P = M.params()
+    assert WP.flow_cache(feat, rec24, P)[0]["tm"][16] == 1.0  # fe:19: 16 fps whatever the video
+    assert WP.flow_cache(feat, rec24, dict(P, wm_time_base_real_fps=1))[0]["tm"][24] == 1.0
 
 
-def test_weighted_parallax_split_ignores_still_pairs():
-    f = _feat()
-    f["poses"] = {"valid": np.ones(10, bool), "trans_amp": np.array([5.0] * 4 + [0.0] * 6),
-                  "rot_amp": np.array([0.2] * 4 + [0.01] * 6)}
-    assert M_action.p_trans(f, np.arange(10)) == pytest.approx(5 / 5.2)
+def test_worldmark_keys_outside_the_protocol_are_unavailable():
+    rec = {"trajectory": {"segments": [{"index": 0, "move": "W", "look": "R"}]}, "fps": 16.0}
+    cache, why = WP.flow_cache(_feat(), rec, M.params())
+    assert cache is None and "single W/S/A/D moves and L/R looks" in why
+
+
+def test_classical_parallax_split_ignores_still_pairs():
+    f = _feat(n=40)
+    f["poses"] = {"valid": np.ones(40, bool), "trans_amp": np.array([5.0] * 16 + [0.0] * 24),
+                  "rot_amp": np.array([0.2] * 16 + [0.01] * 24), "gap": np.asarray(2)}
+    px, kind = WP.parallax(f, ["A"], 42, 0.5)
+    assert kind == "px" and px[0]["p_trans"] == pytest.approx(5 / 5.2, abs=1e-3)  # the still pairs do not vote
 
 
 def test_rpe_translation_matches_evo():

@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from worldgate.evaluate import shared
-from worldgate.evaluate.worldmark import action as M_action
+from worldgate.evaluate.worldmark import protocol as WP
+from worldgate.evaluate.worldmark.flow_eval import parallax_fit
 from worldgate.evaluate.worldmembench import camera as M_camera  # noqa: E402
 from worldgate.evaluate.features import FeatureError  # noqa: E402
 from worldgate.evaluate.learned import LearnedAppearance, LearnedDepth, LearnedFlow, LearnedQuality  # noqa: E402
@@ -97,8 +98,12 @@ def test_parallax_split_from_depth_recovers_translation_share():
     grid[:3, ..., 0] = -4.0 * disp[0]  # lateral translation: flow proportional to inverse depth
     grid[3:, ..., 0] = -3.0  # yaw: the same flow at every depth
     feat = {"flow": {"grid": grid}, "depth": {"frame": np.array([0]), "disparity": disp}}
-    assert M_action.p_trans(feat, np.arange(3)) > 0.95
-    assert M_action.p_trans(feat, np.arange(3, 6)) < 0.05
+    # WorldMark's fit u = a/Z + b (fe:207-223) on the samples of each segment's picked frames
+    for keys, lat_p in (("AL", None),):
+        raw, kind = WP.parallax(feat, list(keys), 6, 1.0)
+        assert kind == "px_raw"
+        px = parallax_fit(raw, list(keys))
+        assert px[0]["p_trans"] > 0.95 and px[1]["p_trans"] < 0.05
 
 
 def test_missing_weights_name_the_model_and_the_fix():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError
 from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
+from worldgate.evaluate.worldmark.results_tree import write_worldmark_results
 from worldgate.experiments.context import compare_context
 from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
@@ -154,6 +156,16 @@ def cmd_export(a: argparse.Namespace) -> int:
     print(f"exported {len(r.exported)} records to {r.out} ({len(r.skipped)} skipped)")
     for k, why in sorted(r.skipped.items()):
         print(f"  skipped {k}: {why}")
+    if r.exported:  # WorldMark's results tree (what WORLDMARK_RESULTS points at) from the run's cached features
+        scored = Path(a.run) / "results.json"
+        if not scored.is_file():
+            print(f"  no results/ tree: score the run first (`worldgate evaluate {a.run}`), then export again")
+        else:
+            backend = (json.loads(scored.read_text()).get("config") or {}).get("backend", "classical")
+            tag = a.model_tag or r.tag
+            splits = write_worldmark_results(a.run, Path(a.out) / "results", model=tag, backend=backend)
+            print(f"  WorldMark results tree ({backend} backend) for {', '.join(sorted(splits))} in "
+                  f"{Path(a.out) / 'results'}: WORLDMARK_RESULTS=that EVAL_SUFFIX=<split> python final_master.py")
     return 0 if r.exported else 1
 
 

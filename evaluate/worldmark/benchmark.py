@@ -1,44 +1,203 @@
-"""WorldMark as the runner sees it: its thirteen-odd metric ids, thresholds, the features it reads, and scoring."""
+"""WorldMark as the runner sees it: its master table's columns, thresholds, the features it reads, and scoring.
+
+Every number is WorldMark's evaluation code (``flow_eval``, ``consistency``, ``master``, proven against it by the
+parity tests) run on worldgate's features (``protocol``). Per record, a column is that video's segments pooled the
+way ``final_master`` pools a model's (so a sample line explains itself); the run's value, and WorldMark's table per
+split (``_{domain}_{view}``), pool every segment of every video of the split (fm:14-18) in :func:`finish`, where
+local memory's step is split-wide (cv:303-316) and global memory averages before tau (fm:90).
+"""
 
 from __future__ import annotations
 
-from ..score import Benchmark, Score, metric
-from ..shared import quality_scores
-from .action import worldmark_action
-from .memory import global_memory, local_memory, revisit_memory
-from .params import PARAMS
+import dataclasses
+import math
 
+import numpy as np
+
+from ..score import Benchmark, Score, metric, na
+from ..shared import quality_scores
+from .consistency import MemoryConfig, c1_entry, c2_entry, split_delta
+from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
+from .master import COLS, master_rows
+from .geometry import global_memory
+from .params import PARAMS
+from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
+
+B = "WorldMark"
+#: master-table column -> metric id
+COLUMN = {"DA_t": "direction_accuracy_trans", "DA_r": "direction_accuracy_rot",
+          "MP_t": "direction_purity_trans", "MP_r": "direction_purity_rot",
+          "MS_t": "motion_stability_trans", "MS_r": "motion_stability_rot",
+          "RL_t": "response_latency_trans", "RL_r": "response_latency_rot",
+          "Local": "local_memory", "Global": "global_memory", "Rev": "revisit_memory",
+          "QA_q": "qalign_quality", "QA_a": "qalign_aesthetic"}
 METRICS: dict[str, dict] = {}
 for _s, _n in (("trans", "translation"), ("rot", "rotation")):
-    METRICS[f"direction_accuracy_{_s}"] = metric(f"Direction Accuracy ({_n})", "WorldMark", needs=("flow", "poses"))
-    METRICS[f"direction_purity_{_s}"] = metric(f"Direction Purity ({_n})", "WorldMark", needs=("flow", "poses"))
-    METRICS[f"motion_stability_{_s}"] = metric(f"Motion Stability ({_n})", "WorldMark", needs=("flow",))
-    METRICS[f"response_latency_{_s}"] = metric(f"Response Latency ({_n})", "WorldMark", needs=("flow",))
+    METRICS[f"direction_accuracy_{_s}"] = metric(f"Direction Accuracy ({_n})", B, needs=("flow", "poses"))
+    METRICS[f"direction_purity_{_s}"] = metric(f"Direction Purity ({_n})", B, needs=("flow", "poses"))
+    METRICS[f"motion_stability_{_s}"] = metric(f"Motion Stability ({_n})", B, needs=("flow",))
+    METRICS[f"response_latency_{_s}"] = metric(f"Response Latency ({_n})", B, needs=("flow",))
 METRICS.update({
-    "local_memory": metric("Local Memory", "WorldMark", needs=("flow", "appearance")),
-    "revisit_memory": metric("Revisit Memory", "WorldMark", needs=("flow", "appearance", "poses")),
-    "global_memory": metric("Global Memory", "WorldMark", needs=("geometry",)),
-    "visual_quality": metric("Visual Quality", "WorldMark", needs=("quality",)),
+    "local_memory": metric("Local Memory", B, needs=("flow", "appearance")),
+    "revisit_memory": metric("Revisit Memory", B, needs=("flow", "appearance", "poses")),
+    "global_memory": metric("Global Memory", B, needs=("geometry",)),
+    "qalign_quality": metric("Q-Align Quality", B, needs=("qalign",)),
+    "qalign_aesthetic": metric("Q-Align Aesthetic", B, needs=("qalign",)),
+    "visual_quality": metric("Visual Quality (worldgate proxy)", B, needs=("quality",)),
 })
+ACTION_COLS = ("DA_t", "DA_r", "MP_t", "MP_r", "MS_t", "MS_r", "RL_t", "RL_r")
+#: the M-list behind each action column (WorldMark's numbering: M3 = latency, M4 = stability, fe:169)
+M_OF = {"DA": "M1", "MP": "M2", "RL": "M3", "MS": "M4"}
+FAMS = {"t": ("fwd", "lat"), "r": ("yaw",)}
+NO_QALIGN = "Q-Align (q-future/one-align) is not packaged in this build: WorldMark's quality columns need it"
+
+
+def _value(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def memory_config(backend: str, P: dict) -> MemoryConfig:
+    """WorldMark's constants; the classical embedding is not DINOv2, so its 1 - cos has its own scale: the mutation
+    threshold and revisit scale are the backend's (named PARAMS), the rest is WorldMark's."""
+    if backend == "learned":
+        return MemoryConfig()
+    return MemoryConfig(tau_mut=P["local_mutation_classical"], tau_c=P["revisit_d_scale_classical"])
+
+
+def table_config(backend: str, P: dict):
+    cfg = master_config(P)
+    tau_mut = P["local_mutation_classical"] if backend == "classical" else cfg.tau_mut
+    return dataclasses.replace(cfg, tau_mut=tau_mut, tau_g=P[f"global_e_scale_{backend}"])
+
+
+def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
+    """What WorldMark's scoring reads of one record (flow record, cache, embeddings, cuts), or None."""
+    if "flow" not in feat or not ("poses" in feat or "depth" in feat):
+        return None
+    frec, cache, why = protocol_record(feat, rec, P)
+    out = {"why": why, "frec": frec, "cache": cache, "model": rec_model(rec), "stem": rec_stem(rec),
+           "split": split_of(rec.get("tags") or {})}
+    if frec is not None and "appearance" in feat:
+        A = feat["appearance"]
+        out.update(emb=np.asarray(A["emb"], float), cuts=cut_frames(A["frame_diff"], P["hardcut_diff"]),
+                   width=int(rec.get("width") or 640))
+    if "geometry" in feat:
+        g = global_memory(feat, rec, backend, P)
+        out["global_e"] = (g.detail or {}).get("median_err")
+    return out
+
+
+def _entries(items: list[dict], backend: str, P: dict, delta: float | None = None):
+    """WorldMark's per-video records of a split: flow, C1 (with the split-wide step), C2 and C3 entries."""
+    mcfg = memory_config(backend, P)
+    with_emb = [it for it in items if it.get("frec") is not None and "emb" in it]
+    if delta is None and with_emb:
+        delta = split_delta([it["cache"] for it in with_emb], mcfg)
+    flow = [it["frec"] for it in items if it.get("frec") is not None]
+    c1, c2, c3 = {}, {}, {}
+    for it in with_emb:
+        key = f"{it['model']}__{it['stem']}"
+        c1[key] = c1_entry(it["model"], it["stem"], it["cache"], delta, len(it["emb"]), it["emb"],
+                           cut_frames=it["cuts"], cfg=mcfg)
+        e, _ = c2_entry(it["model"], it["stem"], it["cache"], len(it["emb"]), it["width"], it["emb"], mcfg)
+        if e is not None:
+            c2[key] = e
+    for it in items:
+        if it.get("global_e") is not None:
+            c3[f"{it['model']}__{it['stem']}"] = {"model": it["model"], "global_median_e": round(it["global_e"], 5)}
+    return flow, c1, c2, c3, delta
+
+
+def _row(items, backend, P, delta=None) -> tuple[dict, dict]:
+    flow, c1, c2, c3, delta = _entries(items, backend, P, delta)
+    rows = master_rows(flow, c1, c2, c3, {}, table_config(backend, P)) if flow or c3 else {}
+    row = next(iter(rows.values())) if rows else {c: float("nan") for c in COLS}
+    return row, {"flow": flow, "c1": c1, "c2": c2, "c3": c3, "delta": delta}
 
 
 def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
-    out: dict[str, Score] = {}
-    if "flow" in feat and ("poses" in feat or "depth" in feat):
-        out.update(worldmark_action(feat, rec, P))
-    if "flow" in feat and "appearance" in feat:
-        out["local_memory"] = local_memory(feat, rec, backend, P)
-        out["revisit_memory"] = revisit_memory(feat, rec, backend, P)
-    if "geometry" in feat:
-        out["global_memory"] = global_memory(feat, rec, backend, P)
+    out: dict[str, Score] = {"qalign_quality": na(NO_QALIGN), "qalign_aesthetic": na(NO_QALIGN)}
     if "quality" in feat:
         out["visual_quality"] = quality_scores(feat, rec, backend, P)["visual_quality"]
+    it = _inputs(feat, rec, backend, P)
+    if it is None:
+        return out
+    if it["frec"] is None:
+        for col in ACTION_COLS + ("Local", "Rev"):
+            out[COLUMN[col]] = na(it["why"])
+    row, ent = _row([it], backend, P, delta=None)
+    frec = it["frec"]
+    for col in COLUMN:
+        mid = COLUMN[col]
+        if mid in out:
+            continue
+        v = _value(row.get(col))
+        if col in ACTION_COLS:
+            segs = [s for s in frec[M_OF[col[:2]]] if not s.get("na") and
+                    (s.get("family") or KEY_FAMILY.get(s.get("new"))) in FAMS[col[-1]]]
+            out[mid] = Score(v, detail={"segments": segs}) if v is not None else \
+                na(f"no {'translation' if col[-1] == 't' else 'rotation'} segment to score")
+        elif col == "Local":
+            c1 = next(iter(ent["c1"].values()), {}).get("C1", {})
+            out[mid] = Score(v, detail={"delta_per_video": ent["delta"], "C1": c1}) if v is not None else \
+                na("frozen: fewer than 5 equal-motion samples (cv:51)" if c1.get("na") else "no appearance feature")
+        elif col == "Rev":
+            c2 = next(iter(ent["c2"].values()), {}).get("C2")
+            if v is not None:
+                out[mid] = Score(v, detail={"C2": c2})
+            elif c2 is None:
+                out[mid] = na("not a WorldMark round trip (revisit memory scores actions 6, 7, 8, 11, 12, 14)")
+            else:
+                out[mid] = na("trip skipped by WorldMark's gates: " + ", ".join(sorted(c2.get("reasons", []))))
+        elif col == "Global" and "geometry" in feat:
+            out[mid] = Score(v, detail={"median_err": it.get("global_e")}) if v is not None else \
+                na("no frame pair at 1 fps with enough matches to fit two-view geometry")
     return out
+
+
+def collect(feat: dict, rec: dict, backend: str, P: dict):
+    return _inputs(feat, rec, backend, P)
+
+
+def finish(results: dict, samples: list[dict], wanted: set | None = None, collected: list | None = None,
+           backend: str = "classical", P: dict | None = None) -> None:
+    """WorldMark's master table per split and over the whole run; the run's WorldMark metrics become the pooled
+    values (the per-record mean stays beside them)."""
+    items = [c for c in (collected or []) if c]
+    if not items:
+        return
+    P = P or PARAMS
+    splits = {}
+    for sfx in sorted({it["split"] for it in items}):
+        row, ent = _row([it for it in items if it["split"] == sfx], backend, P)
+        splits[sfx] = {c: _value(v) for c, v in row.items()} | {"delta": ent["delta"]}
+    row, ent = _row(items, backend, P)
+    results["worldmark"] = {
+        "commit": WORLDMARK_COMMIT, "columns": COLS, "splits": splits,
+        "run": {c: _value(v) for c, v in row.items()} | {"delta": ent["delta"]},
+        "options": {k: P.get(k) for k in ("wm_time_base_real_fps", "wm_flow_full_scale")},
+        "backend_deviations": [] if backend == "learned" else [
+            "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
+            f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
+            f"{P['revisit_d_scale_classical']:g} instead of 0.10 and 1.0",
+            "parallax split from the classical pose model's amplitudes (no depth samples for WorldMark's fit)",
+            "global memory: median Sampson error of two-view geometry (not VGGT-Omega's co-visible distance), "
+            f"tau global_e_scale_classical = {P['global_e_scale_classical']:g}",
+            "hard cuts from frame differences (not TransNetV2)"],
+    }
+    for col, mid in COLUMN.items():
+        m = results["metrics"].get(mid)
+        if m is None or mid in ("qalign_quality", "qalign_aesthetic"):
+            continue
+        v = _value(row.get(col))
+        m.update(per_record_mean=m.get("mean"), mean=v,
+                 aggregation="WorldMark final_master: every segment of every video pooled (fm:14-18)")
 
 
 BENCHMARK = Benchmark(
     name="worldmark", title="WorldMark", metrics=METRICS, params=PARAMS, views=1,
-    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry"), score=score,
+    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry"), score=score, finish=finish,
+    collect=collect,
     unavailable={"learned": {
-        "global_memory": "no packaged feed-forward reconstruction (VGGT) backend; use --backend classical"}},
+        "global_memory": "VGGT-Omega is not packaged in this build (WorldMark's global memory runs it)"}},
 )

@@ -155,6 +155,23 @@ def parallax_fit(px_raw, keys, cfg=FlowConfig()):
     return out
 
 
+def parallax_from_amplitudes(amps, keys, cfg=FlowConfig()):
+    """The parallax split from (translation, rotation) amplitudes measured without depth samples (worldgate's classical
+    pose model splits the tracked flow into its rotation-induced and parallax parts): the same
+    p_trans = trans/(trans+rot+1e-6) and rounding as the fit (fe:215-221). amps: {segment: (trans_amp, rot_amp)}."""
+    ro = cfg.round_outputs
+    out = {}
+    for j, (tr, rot) in amps.items():
+        p_trans = float(tr) / (float(tr) + float(rot) + 1e-6)
+        out[int(j)] = {"trans_amp": _r(float(tr), 3, ro), "rot_amp": _r(float(rot), 3, ro),
+                       "p_trans": _r(p_trans, 3, ro), "p_yaw": _r(1.0 - p_trans, 3, ro),
+                       "family": KEY_FAMILY[keys[int(j)]], "source": "amplitudes"}
+        if not cfg.weights_from_rounded_p:
+            out[int(j)]["_p_trans_raw"] = p_trans
+            out[int(j)]["_p_yaw_raw"] = 1.0 - p_trans
+    return out
+
+
 def _pw(px, name, cfg):
     return px["_" + name + "_raw"] if (not cfg.weights_from_rounded_p) else px[name]
 
@@ -211,7 +228,7 @@ def flow_score(cache, cfg=None, fps=None):
         cfg = dataclasses.replace(cfg, fps=float(fps))
     ro = cfg.round_outputs
     tm, Sx, Srad = cache["tm"], cache["Sx"], cache["Srad"]
-    aid = int(cache["action"]); keys = keys_of(aid); n = len(keys); dur = tm[-1]
+    aid = int(cache["action"]); keys = keys_of(aid) if aid else list(cache["keys"]); n = len(keys); dur = tm[-1]
     m1, m4 = [], []
     for j, k in enumerate(keys):                                        # fe:112-142
         a, b = stable_window(j, n, dur, cfg)
@@ -226,7 +243,8 @@ def flow_score(cache, cfg=None, fps=None):
         vst = v if cfg.stab_signed else np.abs(sig[m])
         m4.append({"seg": j, "key": k, **_stability(vst, cfg)})
     m3 = _latency(tm, Sx, Srad, keys, cfg)
-    PX = parallax_fit(cache["px_raw"], list(cache["keys"]), cfg)
+    # the fit on depth samples (WorldMark), or the same two amplitudes measured otherwise (worldgate's classical poses)
+    PX = cache["px"] if "px" in cache else parallax_fit(cache["px_raw"], list(cache["keys"]), cfg)
     for s in m1:                                                        # fe:282-288
         if s.get("na"):
             continue
@@ -278,7 +296,7 @@ def save_flow_cache(cache, path):
 
 def load_flow_cache(path):
     """fe.load_cache (fe:244-248)."""
-    z = np.load(path, allow_pickle=True)
+    z = np.load(path, allow_pickle=False)  # keys are a unicode array: no pickles (fe:244 allows them)
     raw = {int(j): (z[f"iv_{j}"], z[f"uu_{j}"]) for j in z["px_segs"]}
     return {"tm": z["tm"], "Sx": z["Sx"], "Srad": z["Srad"], "keys": [str(k) for k in z["keys"]],
             "action": int(z["action"]), "px_raw": raw}

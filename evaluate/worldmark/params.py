@@ -1,41 +1,19 @@
-"""WorldMark's thresholds: every one a name ``worldgate sweep --param`` can change."""
+"""WorldMark's thresholds in worldgate: only what WorldMark's code leaves to the backend, and the named options that
+deviate from WorldMark's code (off by default). WorldMark's own constants are in flow_eval.FlowConfig,
+consistency.MemoryConfig and master.MasterConfig, each with its file:line."""
 
 from __future__ import annotations
 
 PARAMS: dict[str, float] = {
-    # shared
-    "smooth_s": 0.3,  # speed smoothing window
-    # motion stability
-    "stab_baseline_pct": 70.0,
-    "stab_sustain_frac": 0.4,
-    "stab_recover_frac": 0.5,
-    "stab_hiccup_min_s": 0.3,
-    "stab_hr_scale": 0.5,
-    "stab_decay_window_s": 3.0,
-    "stab_decay_ref": 0.7,
-    # response latency
-    "lat_vref_pct": 75.0,
-    "lat_noresponse_frac": 0.1,
-    "lat_thresh_frac": 0.5,
-    # local memory
-    "local_step_s": 0.5,
-    "local_min_samples": 5,
-    "local_mutation_classical": 0.06,  # 1 - cos of the classical colour+texture embedding
-    "local_mutation_learned": 0.10,  # 1 - cos of pooled DINOv2 tokens (WorldMark)
-    "hardcut_diff": 0.2,  # mean |frame difference| (fraction of full scale) that marks a hard cut
-    "hardcut_exclude_s": 0.5,
-    # revisit memory
-    "revisit_dir_gate": 0.3,
-    "revisit_sym_gate": 0.5,
-    "revisit_coverage_gate": 0.3,
-    "revisit_min_turn_deg": 15.0,
-    "revisit_pairs": 10,
-    "revisit_min_gap_s": 2.0,
-    "revisit_tol_px": 30.0,
-    "revisit_d_scale_classical": 0.2,
-    "revisit_d_scale_learned": 1.0,
+    # the classical backend's own scales (its embedding is not DINOv2, its global error not VGGT-Omega's)
+    "local_mutation_classical": 0.06,  # 1 - cos of the classical colour+texture embedding (WorldMark: 0.10 on DINOv2)
+    "revisit_d_scale_classical": 0.2,  # revisit tau on that embedding (WorldMark: TAU_C 1.0 on DINOv2, cv:40)
+    "hardcut_diff": 0.2,  # mean |frame difference| (fraction of full scale) that marks a hard cut (no TransNetV2)
     # global memory: WorldMark's 0.05 is for VGGT's cross-frame error; the classical stand-in (median Sampson error
     # of ORB matches, focal-normalised) has a noise floor of ~0.5 px on a clean rigid world, so its scale is 0.1
     "global_e_scale_learned": 0.05,
     "global_e_scale_classical": 0.1,
+    # WorldMark-protocol options: each is a deliberate deviation from WorldMark's code, off (0) by default
+    "wm_time_base_real_fps": 0,  # 1: time constants on the record's fps (WorldMark: 16 fps whatever the video, fe:19)
+    "wm_flow_full_scale": 0,  # 1: flow in full 640-wide pixels (WorldMark: SEA-RAFT's half-size values, fe:50-53)
 }

@@ -44,7 +44,7 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
     return out
 
 
-def finish(results: dict, samples: list[dict], wanted: set | None = None) -> None:
+def finish(results: dict, samples: list[dict], wanted: set | None = None, **_) -> None:
     results["analyses"] = analyses([s for s in samples if "error" not in s])
 
 

@@ -31,6 +31,8 @@ CONTROL_MEMORY = (
     "local_memory", "revisit_memory", "global_memory",
 )
 GT_MIN = 95.0
+#: WorldMark trims 3 s after and 1 s before a switch (fe:20, 88-92): a middle key needs more than 4 s of stable zone
+MIN_KEY_SECONDS = 5.0
 #: Direction Purity compares on-axis with off-axis flow means (METRICS.md); scene depth asymmetry alone puts the
 #: mean horizontal flow of a forward walk at ~5-15 % of its radial flow, so Engine GT's purity is held to 85.
 GT_MIN_OVERRIDE = {"direction_purity_trans": 85.0, "direction_purity_rot": 85.0}
@@ -41,7 +43,8 @@ COUPLED = {
                      "global_memory"),
     "engine-stall": ("response_latency_trans", "response_latency_rot"),
     "engine-lag": ("motion_stability_trans", "motion_stability_rot", "revisit_memory"),
-    "engine-flipyaw": ("direction_purity_rot", "revisit_memory", "response_latency_rot"),  # no response the right way
+    # no response the right way; WorldMark's stability reads the signed channel (fe:114), so a reversed turn is 0
+    "engine-flipyaw": ("direction_purity_rot", "revisit_memory", "response_latency_rot", "motion_stability_rot"),
     "engine-leak": ("direction_purity_trans", "direction_purity_rot", "revisit_memory"),
     "engine-flicker": ("global_memory", "revisit_memory", "motion_stability_trans", "motion_stability_rot", "response_latency_trans",
                        "response_latency_rot"),
@@ -66,8 +69,9 @@ def validation_manifest(path: Path, seconds: float) -> Path:
 
 def run_validation(out: Path, seconds: float = 6.0, size: int = 256, backend: str = "classical",
                    models: list[str] | None = None, progress: bool = False) -> dict:
-
-
+    if seconds < MIN_KEY_SECONDS:
+        raise ValueError(f"--seconds {seconds:g}: WorldMark's stable zones (3 s after and 1 s before a switch) leave a "
+                         f"middle key of {seconds:g} s nothing to score; use at least {MIN_KEY_SECONDS:g} s per key")
     out = Path(out)
     manifest = validation_manifest(out / "validation.jsonl", seconds)
     models = models or ["engine", *FAULT_TARGETS]

@@ -1,0 +1,62 @@
+"""WorldMark's results tree from a scored worldgate run: what ``WORLDMARK_RESULTS`` points at, one ``EVAL_SUFFIX``
+per split (``_{domain}_{view}``), holding exactly the files WorldMark's ``final_master.py`` reads (fm:8, 22, 26, 32,
+37): ``results_flow{sfx}/{MODEL}__{stem}.json`` and ``cache/{MODEL}__{stem}.npz`` (``flow_eval.save_cache``'s format),
+``results_consistency{sfx}/c1c2_v2_c1new_shard0of1.json`` and ``c1c2_v2_c2fix_shard0of1.json``,
+``results_c3_vggt{sfx}/omega_c3_1s_shard0of1.json`` (only where the backend measured it), ``results_quality{sfx}/
+qalign_shard0of1.json`` (empty: no Q-Align here), plus worldgate's own row for that split as
+``results_quality{sfx}/worldgate_master.csv`` in ``final_master.csv``'s columns. Running WorldMark's
+``final_master.py`` on the tree prints worldgate's numbers. Features come from the run's cache (``evaluate`` first).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from worldgate.generate.records import candidate_records, read_meta, record_views
+
+from .. import metrics as M
+from ..features import FeatureCache, compute_features, open_record, scoring_view
+from .benchmark import BENCHMARK, _entries, collect, table_config
+from .flow_eval import save_flow_cache
+from .master import master_csv, master_rows, result_dirs, write_results_tree
+
+
+def write_worldmark_results(run: str | Path, root: str | Path, model: str, backend: str = "classical",
+                            params: dict | None = None) -> dict[str, str]:
+    """Write the tree under ``root`` for every one-view record of ``run`` WorldMark scores; returns {suffix: dir}."""
+    run, root = Path(run), Path(root)
+    P = M.params(params)
+    cache = FeatureCache(run / ".features")
+    exs = M.extractors(backend)
+    items = []
+    for folder in candidate_records(run):
+        meta = read_meta(folder)
+        if not meta or len(record_views(meta)) != 1:
+            continue
+        rec = open_record(folder)
+        feats, _ = compute_features(rec, exs, cache, rescore=True)
+        it = collect(feats, scoring_view(rec), backend, P)
+        if it and it.get("frec") is not None:
+            it = dict(it, model=model)
+            it["frec"] = dict(it["frec"], model=model)
+            items.append(it)
+    written = {}
+    for sfx in sorted({it["split"] for it in items}):
+        part = [it for it in items if it["split"] == sfx]
+        flow, c1, c2, c3, _ = _entries(part, backend, P)
+        # only what the backend measured as WorldMark does: the classical two-view error is not VGGT-Omega's
+        # co-visible distance, so it stays out of omega_c3 (final_master then prints Global as missing, as we do)
+        c3 = c3 if backend == "learned" else {}
+        d = write_results_tree(str(root), sfx, flow, c1, c2, c3, {})
+        os.makedirs(result_dirs(str(root), sfx)["flow_cache"], exist_ok=True)
+        for it in part:
+            c = dict(it["cache"], px_raw=it["cache"].get("px_raw", {}))
+            save_flow_cache(c, f"{d['flow_cache']}/{model}__{it['stem']}.npz")
+        rows = master_rows(flow, c1, c2, c3, {}, table_config(backend, P))
+        Path(d["quality"], "worldgate_master.csv").write_text(master_csv(rows))
+        written[sfx] = str(root)
+    return written
+
+
+__all__ = ["write_worldmark_results", "BENCHMARK"]

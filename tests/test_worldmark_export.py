@@ -1,0 +1,67 @@
+"""WorldMark's results tree written from a scored run: the files final_master.py reads, in its formats, whose
+table (read back with the same code final_master runs, proven by the parity tests) is the run's own WorldMark row."""
+
+import json
+
+import numpy as np
+import pytest
+
+from worldgate.cli import main
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.evaluate.worldmark.flow_eval import load_flow_cache
+from worldgate.evaluate.worldmark.master import COLS, master_rows, read_results_tree
+from worldgate.generate.runner import run_generate
+
+CASES = [  # W (action 1) and LR (action 7: a revisit round trip), 6 s per key
+    {"id": "first-real-000_001", "trajectory": "worldmark:1", "scene": {"seed": 1, "palette": "realistic"},
+     "tags": {"view": "first", "domain": "real", "image": 0, "action_id": 1}},
+    {"id": "first-real-001_007", "trajectory": "worldmark:7", "scene": {"seed": 2, "palette": "realistic"},
+     "tags": {"view": "first", "domain": "real", "image": 1, "action_id": 7}},
+]
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wmexport")
+    m = root / "cases.jsonl"
+    k = [776.0, 776.0, 511.5, 511.5]
+    m.write_text("".join(json.dumps(dict(c, intrinsics=k, image_size=[1024, 1024])) + "\n" for c in CASES))
+    run = root / "run"
+    res = run_generate("engine", str(m), run, overrides=["model.width=128", "model.height=128",
+                                                         "trajectory.seconds=6"], progress=False)
+    assert res.exit_code == 0, res.failed
+    return run, evaluate_run(run, progress=False)
+
+
+def test_export_writes_the_tree_final_master_reads(scored, tmp_path):
+    run, results = scored
+    out = tmp_path / "delivery"
+    assert main(["export", str(run), "--format", "worldmark", "--out", str(out)]) == 0
+    root = out / "results"
+    flow, c1, c2, c3, qa = read_results_tree(str(root), "_real_first")
+    assert sorted(r["stem"] for r in flow) == ["000_001", "001_007"] and {r["model"] for r in flow} == {"ENGINE"}
+    assert set(c1) == {"ENGINE__000_001", "ENGINE__001_007"} and set(c2) == {"ENGINE__001_007"}
+    assert c3 == {} and qa == {}  # classical: no VGGT-Omega, no Q-Align measured, so none written
+    cache = load_flow_cache(str(root / "results_flow_real_first" / "cache" / "ENGINE__000_001.npz"))
+    assert cache["keys"] == ["W"] and cache["action"] == 1 and np.isclose(cache["tm"][16], 1.0)  # 16 fps time base
+    rows = master_rows(flow, c1, c2, c3, qa)
+    csv = (root / "results_quality_real_first" / "worldgate_master.csv").read_text().splitlines()
+    assert csv[0] == "model," + ",".join(COLS)
+    ours = results["worldmark"]["splits"]["_real_first"]
+    for col, v in zip(COLS, csv[1].split(",")[1:]):
+        if v:
+            assert float(v) == pytest.approx(rows["ENGINE"][col], abs=5e-5)
+            assert ours[col] == pytest.approx(float(v), abs=5e-5)
+        else:
+            assert ours[col] is None or col == "Global"
+    assert ours["DA_t"] > 95 and ours["Rev"] is not None
+
+
+def test_run_metrics_are_the_pooled_worldmark_row(scored):
+    _, results = scored
+    row = results["worldmark"]["run"]
+    assert results["worldmark"]["commit"].startswith("26f33a8")
+    assert results["metrics"]["direction_accuracy_trans"]["mean"] == pytest.approx(row["DA_t"])
+    assert results["metrics"]["revisit_memory"]["mean"] == pytest.approx(row["Rev"])
+    assert "per_record_mean" in results["metrics"]["direction_accuracy_trans"]
+    assert results["metrics"]["qalign_quality"]["mean"] is None
