@@ -12,6 +12,7 @@ import io
 import json
 import math
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -76,6 +77,11 @@ class Chunk:
 #: the token a plan's ``command.txt`` holds where the rollout seed goes (replaced by :func:`with_seed`)
 SEED = "SEED"
 _SEED_TOKEN = re.compile(r"(?<=[\s=])SEED(?=\s|$)")
+
+
+def image_arg(case) -> str:
+    """The case image as one command-line token (quoted: a path with a space stays one argument), or ``IMAGE``."""
+    return shlex.quote(case.image) if case.image else "IMAGE"
 
 
 def with_seed(command: str, seed: int | None) -> str:
@@ -214,6 +220,13 @@ class Adapter:
 
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
         raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
+
+    def context_support(self, name: str) -> str | None:
+        """None when a rollout can apply the context policy ``name``, else why not (generate refuses before running)."""
+        if name in self.info.context_policies:
+            return None
+        return f"{self.info.name} cannot apply context policy {name!r} (it supports: " \
+               f"{', '.join(self.info.context_policies) or 'none'})"
 
     def resolved_config(self) -> dict:
         return {"adapter": self.info.name, "version": self.info.version, "model_args": _jsonable(self.model_args)}

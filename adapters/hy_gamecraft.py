@@ -39,7 +39,7 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move, rot_x, rot_y
 
-from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 H, W = 704, 1216
@@ -171,7 +171,7 @@ class HYGameCraft(RepoAdapter):
             rw = int(w0 * s)  # CropResize floors (SB:57)
             vis_hfov = horizontal_fov_deg(case.intrinsics[0] * rw / w0, W)
         speed_txt = " ".join(repr(float(v)) for v in speeds)
-        cmd = (f"torchrun --nnodes=1 --nproc_per_node=1 hymm_sp/sample_batch.py --image-path {case.image or 'IMAGE'} "
+        cmd = (f"torchrun --nnodes=1 --nproc_per_node=1 hymm_sp/sample_batch.py --image-path {image_arg(case)} "
                f"--prompt \"$(cat prompt.txt)\" --add-pos-prompt \"Realistic, High-quality.\" --add-neg-prompt "
                f"\"overexposed, low quality, deformation, a poor composition, bad hands, bad teeth, bad eyes, bad limbs, "
                f"distortion, blurring, text, subtitles, static, picture, black border.\" --ckpt "

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 H, W = 480, 832
@@ -144,7 +144,7 @@ class HYWorldPlay(RepoAdapter):
             caveats.append(f"{n + 1} frames rounded up to {F} (4L-3, L = {L} a multiple of 4): the last "
                            f"{L - 1 - math.ceil(n / 4)} latents hold the final pose")
         cmd = (f"torchrun --nproc_per_node=1 hyvideo/generate.py --prompt \"$(cat prompt.txt)\" --image_path "
-               f"{case.image or 'IMAGE'} --resolution 480p --aspect_ratio 16:9 --video_length {F} --seed SEED "
+               f"{image_arg(case)} --resolution 480p --aspect_ratio 16:9 --video_length {F} --seed SEED "
                f"--rewrite false --sr false --pose pose.json --output_path OUT --model_path MODEL_PATH "
                f"--action_ckpt AR_ACTION_MODEL_PATH --few_step false --width {W} --height {H} --model_type ar")
         return NativeInputs(

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 WORK_W, WORK_H = 832, 480  # the pixel units intrinsics.npy is read in (wan/image2video.py:387-394)
@@ -89,5 +89,5 @@ class LingBotWorld(RepoAdapter):
 
     def command(self, case, F: int) -> str:
         return (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/{self.CKPT} "
-                f"--image {case.image or 'IMAGE'} --action_path ACTION_DIR --frame_num {F} --base_seed SEED "
+                f"--image {image_arg(case)} --action_path ACTION_DIR --frame_num {F} --base_seed SEED "
                 f"--prompt \"$(cat prompt.txt)\"")

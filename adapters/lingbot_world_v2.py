@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from .base import AdapterInfo
+from .base import AdapterInfo, image_arg
 from .lingbot_world import LingBotWorld
 from .repo import RepoSpec
 
@@ -43,6 +43,6 @@ class LingBotWorldV2(LingBotWorld):
         return 16 * math.ceil((n + 4) / 16) - 3
 
     def command(self, case, F: int) -> str:
-        return (f"python generate.py --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {case.image or 'IMAGE'} "
+        return (f"python generate.py --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {image_arg(case)} "
                 f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 --sink_size 6 "
                 f"--base_seed SEED --prompt \"$(cat prompt.txt)\"")

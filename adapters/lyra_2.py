@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 H, W = 480, 832
@@ -57,7 +57,7 @@ class Lyra2(RepoAdapter):
         if N != n + 1:
             caveats.append(f"{n + 1} frames rounded up to {N} (1+80k): the tail holds the final pose")
         cmd = (f"python -m lyra_2._src.inference.lyra2_custom_traj_inference --experiment lyra2 "
-               f"--input_image_path {case.image or 'IMAGE'} --trajectory_path trajectory.npz --captions_path "
+               f"--input_image_path {image_arg(case)} --trajectory_path trajectory.npz --captions_path "
                f"captions.json --num_frames {N} --fps 16 --resolution 480,832 --pose_scale 1.0 --seed SEED")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

@@ -28,7 +28,7 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move
 
-from .base import AdapterInfo, NativeInputs, horizontal_fov_deg
+from .base import AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.1
@@ -83,7 +83,7 @@ class MatrixGame2(RepoAdapter):
             caveats.append(f"{F - 1 - n} trailing frames (to reach 4L-3 with L % 3 == 0) carry no command")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
         cmd = (f"python inference.py --config_path configs/inference_yaml/inference_universal.yaml --checkpoint_path "
-               f"CKPT/base_distilled_model/base_distill.safetensors --img_path {case.image or 'IMAGE'} "
+               f"CKPT/base_distilled_model/base_distill.safetensors --img_path {image_arg(case)} "
                f"--num_output_frames {L} --seed SEED --actions actions.npz  # --actions is added by the worldgate patch")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=640, height=352,

@@ -55,7 +55,7 @@ import numpy as np
 
 from worldgate.trajectories.core import LOOK_RATE, Move
 
-from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
@@ -214,7 +214,7 @@ class MatrixGame3(RepoAdapter):
             intr["crop"] = {"top": top, "left": left, "height": ch, "width": cw, "then": "bicubic resize to 704x1280"}
             if case.intrinsics:
                 intr["case_hfov_after_crop_deg"] = horizontal_fov_deg(case.intrinsics[0], cw)
-        cmd = (f"python generate.py --size 704*1280 --ckpt_dir CKPT/Matrix-Game-3.0 --image {case.image or 'IMAGE'} "
+        cmd = (f"python generate.py --size 704*1280 --ckpt_dir CKPT/Matrix-Game-3.0 --image {image_arg(case)} "
                f"--prompt \"$(cat prompt.txt)\" --num_iterations {iters} --num_inference_steps 3 --seed SEED "
                f"--save_name {case.id} --output_dir OUT --actions actions.npz  # --actions is added by the worldgate patch")
         clips = [(0, FIRST_CLIP)] + [(FIRST_CLIP + CLIP_NEW * k - 56, FIRST_CLIP + CLIP_NEW * k) for k in range(1, iters)]

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
@@ -75,7 +75,7 @@ class MatrixGame35(RepoAdapter):
                    "causal_inference.py:157)",
         chunk_frames=BLOCK, first_chunk_frames=1 + BLOCK, duration_unit="blocks of 84 frames (1 + 84 K poses)",
         control="poses", pose_convention="c2w OpenCV, metres, pose 0 = identity (the anchor)", intrinsics_regime=4,
-        aspect_policy="crop+stretch", context_policies=("sliding_window", "sink", "fov"),
+        aspect_policy="crop+stretch", context_policies=("sliding_window", "fov"),
         hf_ids=("RiemannDynamics/Matrix-Game-3.5-Distilled", "RiemannDynamics/Matrix-Game-3.5-Base",
                 "Wan-AI/Wan2.2-TI2V-5B", "depth-anything/DA3NESTED-GIANT-LARGE-1.1"),
         repository="https://github.com/Riemann-Dynamics/Matrix-Game-3.5", licence="Apache-2.0", integration="A",
@@ -131,12 +131,12 @@ class MatrixGame35(RepoAdapter):
             # infer_distilled.py takes its seed from the config only (distilled_config.py:20, 111-130; default 3407)
             files["distilled.yaml"] = f"profile: {profile}\nnum_blocks: {blocks}\nseed: SEED\n"
             cmd = (f"python infer_distilled.py --config distilled.yaml --checkpoint "
-                   f"checkpoints/distilled-first-person.safetensors --image {case.image or 'IMAGE'} "
+                   f"checkpoints/distilled-first-person.safetensors --image {image_arg(case)} "
                    f"--camera camera.npz --prompt-file prompt.txt --output result.mp4")
         else:
             caveats.append("base result.mp4 carries the frame index drawn top-left on every frame "
                            "(validation.py:2198): crop it or read the raw history before scoring")
-            cmd = (f"python infer.py --person {case.view} --image {case.image or 'IMAGE'} --camera camera.npz "
+            cmd = (f"python infer.py --person {case.view} --image {image_arg(case)} --camera camera.npz "
                    f"--prompt-file prompt.txt --num-blocks {blocks} --seed SEED")
         files["command.txt"] = cmd + "\n"
         return NativeInputs(

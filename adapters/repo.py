@@ -186,9 +186,18 @@ class RepoAdapter(Adapter):
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
 
+    def context_support(self, name: str) -> str | None:
+        return (f"{self.info.name} runs its official entry point, which applies its own cache "
+                f"({', '.join(self.info.context_policies) or 'none listed'}); no context policy can be chosen from "
+                "outside (drop --context)")
+
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
-        if context is not None and getattr(context, "name", "full_kv") != "full_kv":
-            raise AdapterError(f"{self.info.name}: the official entry point cannot take a context policy from outside")
+        if context is not None:
+            raise AdapterError(self.context_support(getattr(context, "name", str(context))))
+        if self.info.image_conditioned and not plan.extra.get("image"):
+            raise AdapterError(f"{self.info.name} is image-conditioned and case {plan.case_id} has no image "
+                               "(Engine suites have none): give cases with an image (e.g. --suite worldmark --data "
+                               "PATH); --dry-run still writes its native inputs")
         if self._paths is None:
             self.load()
         yield from run_checkout(self.info.name, self.repo_spec, self._paths, plan,

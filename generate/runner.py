@@ -94,9 +94,9 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     policy = None
     if context is not None or ov.get("context"):
         policy = make_policy(context or "full_kv", budget, **(ov.get("context") or {}))
-        if policy.name not in adapter.info.context_policies:
-            have = ", ".join(adapter.info.context_policies) or "none"
-            raise AdapterError(f"{model} cannot apply context policy {policy.name!r} (it supports: {have})")
+        why = adapter.context_support(policy.name)
+        if why:
+            raise AdapterError(why)
     elif budget is not None:
         raise ValueError("--budget needs --context full_kv|sliding_window|fov")
     cases = load_suite(suite, data=data, **sargs)
