@@ -2,6 +2,7 @@
 end-to-end check that Engine GT scores high while engine-memory with a tiny context forgets its targets."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,7 +74,8 @@ def test_analyses():
 @pytest.fixture(scope="module")
 def memory_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("wmb")
-    m = suite_case_manifest(root, "human-LRLR-00")
+    # one case per static family: each metric is scored on its own family's cases only (WorldMemBench)
+    m = suite_case_manifest(root, "human-LRLR-00", "object-LRLR-00", "environment-LRLR-00")
     size = ["model.width=160", "model.height=160"]
     gt, mem = root / "gt", root / "mem"
     assert run_generate("engine", str(m), gt, overrides=size, progress=False).exit_code == 0
@@ -85,13 +87,34 @@ def memory_runs(tmp_path_factory):
 def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
     gt, mem = memory_runs
     g, m = gt["metrics"], mem["metrics"]
-    for metric in ("human_appearance", "object_appearance", "object_geometry", "environment_visible"):
+    for metric in ("human_appearance", "object_appearance", "environment_visible"):
         assert g[metric]["mean"] >= 0.95, (metric, g[metric]["mean"])  # Engine GT: every available static metric
+    # classical GrabCut silhouettes of the object family's own LRLR case at 160 px: 0.93 (it was 0.96 when measured
+    # on the objects of a human-family case, which WorldMemBench does not score)
+    assert g["object_geometry"]["mean"] >= 0.90, g["object_geometry"]["mean"]
     assert m["human_appearance"]["mean"] < g["human_appearance"]["mean"] - 0.3  # re-invented people
     assert m["object_appearance"]["mean"] < g["object_appearance"]["mean"] - 0.3
-    assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.02
+    # on the environment family's own case (no longer on a human case's background) forgetting costs ~2 %
+    assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.015
     assert g["human_identity"]["mean"] is None and any("ArcFace" in r for r in g["human_identity"]["unavailable"])
     assert "analyses" in gt and "return_qualified" in gt["analyses"]
+    for metric, n in (("human_appearance", 1), ("object_geometry", 1), ("environment_visible", 1),
+                      ("imaging_quality", 3)):
+        assert g[metric]["n"] == n and g[metric]["family_coverage"] == {"cases": n, "scored": n, "share": 1.0}
+
+
+def test_metrics_are_scored_on_their_own_family_only(memory_runs):
+    """A Human-family record carries no Object or Environment score (and no dynamic one); an Object-family record
+    no Human or Environment score (WorldMemBench scores each metric on its family's cases)."""
+    gt, _ = memory_runs
+    rows = {json.loads(x)["case"]: json.loads(x) for x in (Path(gt["run"]) / "samples.jsonl").read_text().splitlines()}
+    human, obj = rows["human-LRLR-00"], rows["object-LRLR-00"]
+    for m in ("object_appearance", "object_geometry", "environment_visible", "dynamic_score"):
+        assert human["scores"][m] is None and "not applicable" in human["unavailable"][m]
+    assert human["scores"]["human_appearance"] is not None
+    for m in ("human_appearance", "environment_visible"):
+        assert obj["scores"][m] is None and "human-family metric" in obj["unavailable"].get("human_appearance", "")
+    assert obj["scores"]["object_geometry"] is not None
 
 
 def test_user_targets_follow_the_models_aspect_policy(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..score import Benchmark, Score, metric
+from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from .camera import camera_following
 from .dynamic import dynamic_scores
@@ -30,7 +30,36 @@ METRICS: dict[str, dict] = {
 }
 
 
+#: the case family each metric is scored on (the paper scores Human metrics on the Human cases, ..., general quality on
+#: the static cases); camera following and quality apply to every static family
+FAMILY_OF = {"human_identity": ("human",), "human_appearance": ("human",), "object_appearance": ("object",),
+             "object_geometry": ("object",), "environment_visible": ("environment",),
+             "depth_spearman": ("environment",), "spherical_reconstruction": ("environment",),
+             "dynamic_score": ("dynamic",), "dynamic_p_start": ("dynamic",), "dynamic_conditional": ("dynamic",),
+             "imaging_quality": ("human", "object", "environment"), "aesthetic_quality": ("human", "object", "environment"),
+             "camera_rpe_trans": ("human", "object", "environment"), "camera_rpe_rot": ("human", "object", "environment")}
+FAMILIES = ("human", "object", "environment", "dynamic")
+
+
+def family_of(rec: dict) -> str | None:
+    """A case's WorldMemBench family (``tags.family``); None for cases that do not say (every metric applies)."""
+    f = (rec.get("tags") or {}).get("family")
+    return f if f in FAMILIES else None
+
+
 def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
+    out = _score_all(feat, rec, backend, P)
+    fam = family_of(rec)
+    if fam is None:
+        return out
+    for mid, fams in FAMILY_OF.items():  # a metric of another family: not applicable here, never averaged in
+        if fam not in fams:
+            out[mid] = na(f"not applicable: a {'/'.join(fams) if len(fams) < 3 else 'static'}-family metric on a "
+                          f"{fam}-family case")
+    return out
+
+
+def _score_all(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
     out: dict[str, Score] = {}
     if "quality" in feat:
         q = quality_scores(feat, rec, backend, P)
@@ -46,6 +75,17 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
 
 def finish(results: dict, samples: list[dict], wanted: set | None = None, **_) -> None:
     results["analyses"] = analyses([s for s in samples if "error" not in s])
+    # each metric's family coverage: the cases of its families, and how many of them it scored
+    fam = [((s.get("tags") or {}).get("family"), s) for s in samples]
+    for mid, fams in FAMILY_OF.items():
+        m = results["metrics"].get(mid)
+        if m is None:
+            continue
+        cases = [s for f, s in fam if f in fams]
+        scored = [s for s in cases if (s.get("scores") or {}).get(mid) is not None]
+        m["families"] = list(fams)
+        m["family_coverage"] = {"cases": len(cases), "scored": len(scored),
+                                "share": len(scored) / len(cases) if cases else None}
 
 
 BENCHMARK = Benchmark(

@@ -45,7 +45,9 @@ COUPLED = {
     "engine-lag": ("motion_stability_trans", "motion_stability_rot", "revisit_memory"),
     # no response the right way; WorldMark's stability reads the signed channel (fe:114), so a reversed turn is 0
     "engine-flipyaw": ("direction_purity_rot", "revisit_memory", "response_latency_rot", "motion_stability_rot"),
-    "engine-leak": ("direction_purity_trans", "direction_purity_rot", "revisit_memory"),
+    # WorldMark's stability reads the signed commanded channel (fe:114): a leaking axis changes it too
+    "engine-leak": ("direction_purity_trans", "direction_purity_rot", "revisit_memory", "motion_stability_trans",
+                    "motion_stability_rot"),
     "engine-flicker": ("global_memory", "revisit_memory", "motion_stability_trans", "motion_stability_rot", "response_latency_trans",
                        "response_latency_rot"),
     "engine-forget": ("global_memory",),
