@@ -313,3 +313,89 @@ def test_videos_decode_with_the_recorded_frames(runs):
     for p, name in (("A", "video_a.mp4"), ("B", "video_b.mp4")):
         n = sum(1 for _ in read_frames(rec / name))
         assert n == meta["achieved"][p]["frames"] == 128
+
+
+# ------------------------------------------------------------------------------------------------------ cached casts
+def test_rescore_casts_nothing_and_scores_bit_identically(runs, tmp_path, monkeypatch):
+    """The expected world's ray casts are a cached feature (the projection): the first evaluation casts, a rescore
+    reads them (cast_boxes raises meanwhile) and writes the same samples, byte for byte, whatever thresholds it is
+    given (each rescore equals a first evaluation with those thresholds)."""
+    root, _ = runs
+    run = tmp_path / "run"
+    shutil.copytree(root / "engine-2p", run, ignore=shutil.ignore_patterns(".features"))
+    real, calls = pixels.cast_boxes, []
+    monkeypatch.setattr(pixels, "cast_boxes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = evaluate_run(run, progress=False)
+    s1 = (run / "samples.jsonl").read_text()
+    assert calls and not first["errors"] and "projection" in first["backends"]
+    assert len(list((run / ".features").glob("*/projection@*.npz"))) == 7  # every case but matched navigation's
+
+    def no_cast(*a, **k):
+        raise AssertionError("a rescore ray cast the expected world")
+
+    monkeypatch.setattr(pixels, "cast_boxes", no_cast)
+    monkeypatch.setattr(T, "cast_boxes", no_cast)
+    again = evaluate_run(run, progress=False, rescore=True)
+    assert not again["errors"] and again["features"]["computed"] == 0
+    s2 = (run / "samples.jsonl").read_text()
+    assert s2 == s1, [(a, b) for a, b in zip(s1.splitlines(), s2.splitlines()) if a != b]
+    assert again["metrics"] == first["metrics"]
+    # other thresholds (how far a column is probed, what counts as seen) need no other cast
+    other = {"mwb_min_px": 400, "mwb_chroma_tol": 0.2, "mwb_present_frac": 0.1, "mwb_min_struct_px": 5000}
+    assert not evaluate_run(run, progress=False, rescore=True, params=other)["errors"]
+    s_other = (run / "samples.jsonl").read_text()
+    assert s_other != s1
+    monkeypatch.setattr(pixels, "cast_boxes", real)
+    monkeypatch.setattr(T, "cast_boxes", real)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(run, fresh, ignore=shutil.ignore_patterns(".features"))
+    evaluate_run(fresh, progress=False, params=other)
+    s_fresh = (fresh / "samples.jsonl").read_text()
+    assert s_fresh == s_other, [(a, b) for a, b in zip(s_fresh.splitlines(), s_other.splitlines()) if a != b]
+
+
+def test_projection_key_follows_every_input_of_the_casts(runs, tmp_path):
+    """A change of poses, intrinsics, size, frame rate or case spec is another projection key: never a stale cast
+    (a rescore of a record whose commanded poses changed reports the projection missing)."""
+    from worldgate.evaluate.multiworldbench import projection, record
+
+    root, _ = runs
+    folder = root / "engine-2p" / "shared-state-000"
+    tv = record.open_two_view(folder)
+    key = projection.projection_digest(tv)
+    assert projection.projection_digest(record.open_two_view(folder)) == key
+    changes = [lambda t: t.poses["B"].__setitem__((40, 0, 3), t.poses["B"][40, 0, 3] + 1e-9),
+               lambda t: setattr(t, "K", t.K * (1 + 1e-12)), lambda t: setattr(t, "width", t.width + 2),
+               lambda t: setattr(t, "fps", 15.0),
+               lambda t: t.spec["interactions"][0].__setitem__("t", t.spec["interactions"][0]["t"] + 0.0625),
+               lambda t: t.spec["world"].__setitem__("seed", t.spec["world"]["seed"] + 1)]
+    for change in changes:
+        t = record.open_two_view(folder)
+        change(t)
+        assert projection.projection_digest(t) != key
+    run = tmp_path / "run"
+    shutil.copytree(root / "engine-2p", run)
+    evaluate_run(run, progress=False)
+    p = run / "shared-state-000" / "poses_b.npy"
+    poses = np.load(p)
+    poses[:, 0, 3] += 0.01
+    np.save(p, poses)
+    again = evaluate_run(run, progress=False, rescore=True)
+    assert "projection@" in again["errors"]["shared-state-000"] and "not cached" in again["errors"]["shared-state-000"]
+    assert set(again["errors"]) == {"shared-state-000"}
+
+
+def test_cached_chromaticity_classes_threshold_like_classify():
+    from worldgate.evaluate.multiworldbench import chroma
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (3, 40, 56, 3), dtype=np.uint8)
+    frames[0, :20] = (np.array(T.MATERIALS["gold"]) * 255).astype(np.uint8)  # a material, exactly
+    kf = {"index": np.array([3, 8, 9]), "frames": frames, **chroma.nearest_classes(frames)}
+    assert kf["near"].dtype == np.int8 and kf["near"].shape == frames.shape[:3]
+    for P in (mw.PARAMS, dict(mw.PARAMS, mwb_chroma_tol=0.3, mwb_dark=0.0), dict(mw.PARAMS, mwb_dark=1 / 3)):
+        for j, f in enumerate(kf["index"]):
+            lab = chroma.frame_labels(kf, f, P)
+            np.testing.assert_array_equal(lab, mw.classify(frames[j], P))
+            assert lab.dtype == np.int16
+    assert (chroma.frame_labels(kf, 3, mw.PARAMS)[:20] == mw.CLASS["gold"]).all()

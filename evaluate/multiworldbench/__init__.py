@@ -13,6 +13,9 @@ Every number says which **path** produced it:
   by chromaticity (shading-invariant) into the case's materials, the cross and the two avatar colours. Block present /
   count / material / location at the cross, structure silhouette and composition, avatar displacement, and colour
   histograms (style) are measured this way.
+  The casts depend on the commanded inputs alone and are a cached feature of the record (:mod:`.projection`),
+  as are the key frames' chromaticity classes before any threshold (:mod:`.chroma`): ``--rescore`` casts and
+  classifies nothing, whatever thresholds it is given.
 - ``vlm``: the same binary questions asked to a VLM judge with the prompts in ``prompts/multiworldbench/*.txt``. Used where
   pixels do not suffice (a record without Engine geometry) or when asked for (``judge=``); with no VLM backend
   configured the capability is reported **unavailable with the reason**, never filled in.

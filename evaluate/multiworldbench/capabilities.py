@@ -17,9 +17,9 @@ from .pixels import (
     _cast,
     _erode,
     _majority,
-    classify,
     column_answers,
     expected_scene,
+    frame_labels,
     view_verdicts,
 )
 from .protocol import P_, POSE_PATH, UNAVAILABLE_LEARNED_POSES, VIEWS, _na, _score
@@ -135,13 +135,13 @@ def navigation_scores(tv, feats, backend, P) -> dict:
 def _avatar_pixels(tv, feats, observer, actor, f, P):
     """Expected (mask of the actor's body at its commanded pose) and measured (pixels of the actor's colour)."""
     _, boxes = expected_scene(tv, observer, f)
-    _, idx, _ = _cast(tv, observer, f, boxes)
+    idx = _cast(tv, observer, f, boxes)
     body = np.zeros(idx.shape, bool)
     for bi, b in enumerate(boxes):
         if b.label == f"avatar:{actor}":
             body |= idx == bi
     kf = feats[observer]["keyframes"]
-    lab = classify(kf["frames"][list(kf["index"]).index(f)], P)
+    lab = frame_labels(kf, f, P)
     return body, lab == CLASS[f"avatar:{actor}"]
 
 
@@ -253,7 +253,7 @@ def race_scores(tv, feats, P, judge) -> dict:
         vs = {}
         for v in VIEWS:
             kf = feats[v]["keyframes"]
-            lab = classify(kf["frames"][list(kf["index"]).index(f)], P)
+            lab = frame_labels(kf, f, P)
             ans = column_answers(tv, v, f, lab, c["column"], "place", P)
             if not ans["evaluable"]:
                 return {"race_condition_consistency": _na(ans["why"], "measured")}
@@ -271,7 +271,7 @@ def _structure_view(tv, feats, viewer, f, P):
     """(gt mask, expected class per pixel, measured structure mask) of the case's structure in one view."""
     struct = {tuple(x[:3]): x[3] for x in tv.spec["world"].get("structure", [])}
     state, boxes = expected_scene(tv, viewer, f)
-    _, idx, _ = _cast(tv, viewer, f, boxes)
+    idx = _cast(tv, viewer, f, boxes)
     gt = np.zeros(idx.shape, bool)
     expcls = np.full(idx.shape, -1, np.int16)
     for bi, b in enumerate(boxes):
@@ -282,7 +282,7 @@ def _structure_view(tv, feats, viewer, f, P):
                 gt |= m
                 expcls[m] = CLASS[struct[cell]]
     kf = feats[viewer]["keyframes"]
-    lab = classify(kf["frames"][list(kf["index"]).index(f)], P)
+    lab = frame_labels(kf, f, P)
     roi = _bbox(gt, 0.25, 3)
     meas = (lab >= 0) & (lab < N_MATERIALS)
     if roi is not None:

@@ -6,10 +6,7 @@ import cv2
 import numpy as np
 
 from worldgate.trajectories.multiworldbench.world import (
-    AVATAR_RGB,
-    CROSS_RGB,
     EYE_M,
-    MATERIALS,
     Box,
     avatar_boxes,
     cast_boxes,
@@ -17,36 +14,12 @@ from worldgate.trajectories.multiworldbench.world import (
     replay,
 )
 
+from .chroma import CLASS, CLASS_NAMES, N_MATERIALS, classify, frame_labels  # noqa: F401 (the measured path's API)
 from .protocol import P_
 from .record import TwoView
 
 
 # ------------------------------------------------------------------------------------------------------ pixels
-def _class_table():
-    names = list(MATERIALS) + ["cross", "avatar:A", "avatar:B"]
-    rgb = [MATERIALS[m] for m in MATERIALS] + [CROSS_RGB, AVATAR_RGB["A"], AVATAR_RGB["B"]]
-    rgb = np.asarray(rgb, np.float64)
-    return names, rgb[:, :2] / rgb.sum(1, keepdims=True)
-
-
-CLASS_NAMES, _CHROMA = _class_table()
-CLASS = {n: i for i, n in enumerate(CLASS_NAMES)}
-N_MATERIALS = 4
-
-
-def classify(frame: np.ndarray, P: dict) -> np.ndarray:
-    """Per-pixel class index into :data:`CLASS_NAMES` (-1: none) by nearest chromaticity (r, g) / (r + g + b)
-    within ``mwb_chroma_tol``; pixels darker than ``mwb_dark`` (mean of the channels, 0..1) are never classified."""
-    f = frame.astype(np.float32)
-    s = f.sum(-1)
-    ch = f[..., :2] / np.maximum(s, 1.0)[..., None]
-    d = np.linalg.norm(ch[..., None, :] - _CHROMA[None, None].astype(np.float32), axis=-1)
-    lab = d.argmin(-1).astype(np.int16)
-    ok = (d.min(-1) <= P_(P, "mwb_chroma_tol")) & (s >= 3 * 255 * P_(P, "mwb_dark"))
-    lab[~ok] = -1
-    return lab
-
-
 def _erode(mask: np.ndarray) -> np.ndarray:
     if mask.sum() < 30:
         return mask
@@ -78,35 +51,68 @@ def expected_scene(tv: TwoView, viewer: str, f: int, only_cells=False):
     return state, boxes
 
 
-def _cast(tv: TwoView, viewer: str, f: int, boxes):
-    return cast_boxes(tv.K, tv.poses[viewer][f], tv.width, tv.height, boxes)
+def _cast_now(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
+    """Ray cast ``boxes`` from ``viewer``'s commanded pose at frame f: the index of the first box hit per pixel (-1:
+    none). The only place the measured path calls :func:`cast_boxes`."""
+    return cast_boxes(tv.K, tv.poses[viewer][f], tv.width, tv.height, boxes)[1]
 
 
-def probe_cell(tv, viewer, f, boxes, cell, lab, P, ground=False) -> dict:
-    """What the view shows where ``cell`` would be visible (given everything expected in front of it; for a cell the
-    game state leaves empty, only over pixels where nothing expected lies behind it): the share of those pixels of
-    each class. ``ground``: the cell's footprint on the ground (is the cross visible there)."""
+def _cast(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
+    """:func:`_cast_now`, served by the record's projection (a cached feature, see :mod:`.projection`) when one is
+    attached: a rescore casts nothing."""
+    proj = tv.projection
+    return _cast_now(tv, viewer, f, boxes) if proj is None else proj.cast(viewer, f, boxes)
+
+
+#: the four cells beside a marked column (a block there is a misplaced one)
+NEIGHBOURS = ((1, 0), (-1, 0), (0, 1), (0, -1))
+
+
+def column_cells(state: dict, column) -> tuple[list, list]:
+    """The cells of the marked column the game state fills, and the four at ground level beside it."""
+    i, k = column
+    exp = []
+    while (i, len(exp), k) in state:
+        exp.append((i, len(exp), k))
+    return exp, [(i + di, 0, k + dk) for di, dk in NEIGHBOURS]
+
+
+def probe_geometry(tv, viewer, f, boxes, cell, ground=False) -> tuple[np.ndarray, int]:
+    """Where ``cell`` would be visible given everything expected in front of it (for a cell the game state leaves
+    empty, only over pixels where nothing expected lies behind it), and how many pixels before that restriction.
+    ``ground``: the cell's footprint on the ground. Geometry only: the same for any thresholds and any video."""
     label = f"cell:{cell[0]},{cell[1]},{cell[2]}"
     others = [b for b in boxes if b.label != label]
     if ground:
         probe = Box((cell[0] + 0.5, EYE_M - 0.01, cell[2] + 0.5), (0.5, 0.01, 0.5), (1, 0, 0), "probe")
     else:
         probe = Box((cell[0] + 0.5, EYE_M - (cell[1] + 0.5), cell[2] + 0.5), (0.5, 0.5, 0.5), (1, 0, 0), "probe")
-    _, idx, _ = _cast(tv, viewer, f, others + [probe])
+    idx = _cast(tv, viewer, f, others + [probe])
     mask = idx == len(others)
     full = int(mask.sum())
     if not ground and len(others) == len(boxes):
         # a cell the game state leaves empty: only where nothing expected lies behind it (2 px away from anything
         # expected, which bleeds into its edges) would a block there show
-        _, behind, _ = _cast(tv, viewer, f, others)
+        behind = _cast(tv, viewer, f, others)
         near = cv2.dilate((behind >= 0).astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
         mask &= ~near
+    return mask, full
+
+
+def probe_cell(tv, viewer, f, boxes, cell, lab, P, ground=False) -> dict:
+    """What the view shows where ``cell`` would be visible (:func:`probe_geometry`): the share of those pixels of
+    each class. ``ground``: the cell's footprint on the ground (is the cross visible there)."""
+    mask, full = probe_geometry(tv, viewer, f, boxes, cell, ground)
     area = int(mask.sum())
     if area < max(P_(P, "mwb_min_px"), 0.15 * full):
         return {"observable": False, "area": area}
     m = mask if ground else _erode(mask)  # the mark's centre continues into its red arms: no edge to erode
     lv = lab[m]
-    frac = {n: float(np.mean(lv == i)) for i, n in enumerate(CLASS_NAMES)}
+    if lv.size:  # each class's share, counted at once: count / size, as np.mean of the class's mask gives it
+        counts = np.bincount(lv + 1, minlength=len(CLASS_NAMES) + 1)[1:]  # -1 (no class) first
+        frac = {n: float(counts[i] / lv.size) for i, n in enumerate(CLASS_NAMES)}
+    else:
+        frac = {n: float(np.mean(lv == i)) for i, n in enumerate(CLASS_NAMES)}
     mats = {n: frac[n] for n in CLASS_NAMES[:N_MATERIALS]}
     return {"observable": True, "area": area, "frac": frac, "any": float(sum(mats.values())),
             "material": max(mats, key=mats.get)}
@@ -117,9 +123,8 @@ def column_answers(tv: TwoView, viewer: str, f: int, lab: np.ndarray, column, op
     for placements), each True/False, or None when the column cannot be seen there."""
     state, boxes = expected_scene(tv, viewer, f)
     i, k = column
-    exp = []
-    while (i, len(exp), k) in state:
-        exp.append(state[(i, len(exp), k)])
+    cells, beside = column_cells(state, column)
+    exp = [state[c] for c in cells]
     n_exp = len(exp)
     pres, mats = [], []
     for j in range(n_exp + 1):
@@ -131,8 +136,8 @@ def column_answers(tv: TwoView, viewer: str, f: int, lab: np.ndarray, column, op
         pres.append(pc["any"] >= P_(P, "mwb_present_frac"))
         mats.append(pc["material"])
     nb_present = []
-    for di, dk in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-        pc = probe_cell(tv, viewer, f, boxes, (i + di, 0, k + dk), lab, P)
+    for cell in beside:
+        pc = probe_cell(tv, viewer, f, boxes, cell, lab, P)
         if pc["observable"]:
             nb_present.append(pc["any"] >= P_(P, "mwb_present_frac"))
     count_ok = sum(pres) == n_exp and all(pres[:n_exp])
@@ -164,11 +169,10 @@ def _majority(vals: list[bool]) -> bool:
 def view_verdicts(tv, feats, viewer, times_frames, column, op, P):
     """Per question: the view's majority answer over the frames; None when the column is out of view."""
     kf = feats[viewer]["keyframes"]
-    idx = list(kf["index"])
     per = {q: [] for q in QUESTIONS[op]}
     raw = []
     for f in times_frames:
-        lab = classify(kf["frames"][idx.index(f)], P)
+        lab = frame_labels(kf, f, P)
         ans = column_answers(tv, viewer, f, lab, column, op, P)
         raw.append(ans)
         if not ans["evaluable"]:

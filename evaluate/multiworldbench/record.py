@@ -23,6 +23,7 @@ from ..features import (
     RecordView,
     compute_features,
 )
+from .chroma import nearest_classes
 from .protocol import VIEWS
 
 
@@ -40,6 +41,9 @@ class TwoView:
     fps: float
     n_frames: int
     K: np.ndarray  # native intrinsics at the video's size
+    #: the cached ray casts of the expected world (:class:`.projection.Projection`), attached by the scoring; None:
+    #: cast on demand
+    projection: object = None
 
     @property
     def task(self) -> str:
@@ -101,10 +105,11 @@ def open_two_view(folder: Path) -> TwoView:
 
 # ------------------------------------------------------------------------------------------------------ features
 class KeyFrames(Extractor):
-    """The decoded frames a case's measured judgments look at (a handful per view), cached like any feature."""
+    """The decoded frames a case's measured judgments look at (a handful per view), cached like any feature, with
+    each pixel's nearest chromaticity class (:func:`~.chroma.nearest_classes`; the scoring thresholds it)."""
 
     name = "keyframes"
-    version = "1"
+    version = "2"  # 2: + near (the nearest chromaticity classes)
     backend = "measured"
     max_side = None
 
@@ -126,10 +131,11 @@ class KeyFrames(Extractor):
     def finish(self):
         idx = sorted(self.keep)
         frames = np.stack([self.keep[i] for i in idx]) if idx else np.zeros((0, 1, 1, 3), np.uint8)
-        return {"index": np.asarray(idx, np.int64), "frames": frames}
+        return {"index": np.asarray(idx, np.int64), "frames": frames, **nearest_classes(frames)}
 
     def config(self) -> dict:
-        return dict(super().config(), what="decoded frames at the case's check times (measured judgments)")
+        return dict(super().config(), what="decoded frames at the case's check times (measured judgments) and each "
+                                           "pixel's nearest chromaticity class")
 
 
 def _frame(t: float, tv: TwoView) -> int:

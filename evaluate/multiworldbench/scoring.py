@@ -17,6 +17,7 @@ from .capabilities import (
     state_scores,
     structure_scores,
 )
+from .projection import attach_projection, projection_info, save_projection
 from .protocol import CAPABILITIES, KIND, PARAMS, TASK_OF, TRACKS, VIEWS
 from .record import TwoView, extractor_info, open_two_view, view_features
 from .vlm import Judge, NoJudge
@@ -65,7 +66,9 @@ def score_folder(folder: Path, cache: FeatureCache, backend: str = "classical", 
     try:
         tv = open_two_view(folder)
         feats = view_features(tv, backend, cache, rescore, stats)
+        attach_projection(tv, cache, rescore, stats, complete=measurable(tv))  # the casts: cached like the features
         scores = score_two_view(tv, feats, backend, P, judge)
+        save_projection(tv, cache)
         if wanted:
             scores = {k: v for k, v in scores.items() if k in wanted}
         row.update({
@@ -141,7 +144,7 @@ def tracks(metrics: dict) -> dict:
             "paths": {m: metrics[m].get("path") for m in CAPABILITIES if m in metrics}}
 
 
-def finish_results(results: dict, samples: list[dict], wanted: set | None = None) -> None:
+def finish_results(results: dict, samples: list[dict], wanted: set | None = None, **_) -> None:
     """Put the MultiWorldBench capabilities, tracks and overall into a run's results (in place). A run without
     two-view records keeps no MultiWorldBench rows; a run of only two-view records keeps no single-view rows."""
     two = [s for s in samples if s.get("kind") == KIND]
@@ -155,7 +158,7 @@ def finish_results(results: dict, samples: list[dict], wanted: set | None = None
         for m in list(results["metrics"]):
             if m not in CAPABILITIES:
                 results["metrics"].pop(m)
-        results["backends"] = extractor_info()
+        results["backends"] = dict(extractor_info(), projection=projection_info())
     results["multiworld"] = tracks(results["metrics"])
 
 
