@@ -27,6 +27,8 @@ are reported unavailable, never filled from another backend.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -402,6 +404,70 @@ class LearnedMemoryDepth(Extractor):
 
     def config(self):
         return {**super().config(), "model": self.depth.hf_id, "grid": self.GRID, "stride": self.STRIDE}
+
+
+#: every model a learned feature loads: feature -> [(what, source, id, licence)] (``worldgate doctor`` lists them)
+MODELS_BY_FEATURE = {
+    "flow": [("optical flow (RAFT large, C+T+S+K+H)", "torchvision", "raft_large_C_T_SKHT_V2-ff5fadd5.pth",
+              "BSD-3-Clause")],
+    "depth": [("depth (parallax split)", "hub", DEPTH_ID, "Apache-2.0")],
+    "appearance": [("appearance embeddings", "hub", DINOV2_ID, "Apache-2.0")],
+    "quality": [("aesthetic (CLIP ViT-L/14 + linear head)", "hub", CLIP_ID, "MIT")],
+    "targets": [("target appearance", "hub", DINOV2_ID, "Apache-2.0"), ("target silhouettes (SAM 2.1)", "hub", SAM2_ID,
+                                                                      "Apache-2.0")],
+    "memory_depth": [("revisit depth", "hub", DEPTH_ID, "Apache-2.0")],
+}
+
+
+def fetch_command(source: str, model_id: str) -> str:
+    if source == "hub":
+        return f"hf download {model_id}"
+    if source == "torchvision":  # torchvision weights are not on the Hub: they go to TORCH_HOME's hub/checkpoints
+        return ("python -c 'from torchvision.models.optical_flow import raft_large, Raft_Large_Weights; "
+                "raft_large(weights=Raft_Large_Weights.C_T_SKHT_V2)'")
+    return f"(fetch {model_id})"
+
+
+def is_present(source: str, model_id: str) -> bool:
+    """Whether a model's weights are on this machine, checked in the local caches only (never the network)."""
+    if source == "hub":
+        from huggingface_hub import try_to_load_from_cache  # optional: the learned extra
+
+        home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+        cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, not at import
+        return isinstance(try_to_load_from_cache(model_id, "config.json", cache_dir=cache), str)
+    if source == "torchvision":
+        torch = _torch()
+        return (Path(torch.hub.get_dir()) / "checkpoints" / model_id).is_file()
+    return False
+
+
+def missing_models(features) -> list[dict]:
+    """The models the given learned features need that are not on this machine, each with its fetch command."""
+    out, seen = [], set()
+    for f in features:
+        for what, source, mid, licence in MODELS_BY_FEATURE.get(f, []):
+            if (source, mid) in seen:
+                continue
+            seen.add((source, mid))
+            if not is_present(source, mid):
+                out.append({"feature": f, "what": what, "source": source, "id": mid, "licence": licence,
+                            "fetch": fetch_command(source, mid)})
+    return out
+
+
+class MissingModelsError(FeatureError, ValueError):
+    """Models of the learned backend are not on this machine (a user error: the CLI prints it as one message)."""
+
+
+def preflight(features) -> None:
+    """Fail once, in seconds, before any record: every missing model named with the command that fetches it."""
+    miss = missing_models(features)
+    if miss:
+        lines = [f"  {m['id']} ({m['what']}, {m['source']}): {m['fetch']}" for m in miss]
+        raise MissingModelsError("--backend learned needs models that are not on this machine (no download is tried):\n"
+                           + "\n".join(lines) + "\nfetch them on a connected machine into the same cache "
+                           "(HF_HOME, TORCH_HOME), or use --backend classical")
 
 
 def check_installed() -> None:

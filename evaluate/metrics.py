@@ -19,7 +19,7 @@ import functools
 from worldgate.trajectories.registry import Registry, did_you_mean
 
 from . import shared
-from .learned import check_installed
+from .learned import check_installed, preflight
 from .score import Benchmark, Score, na
 
 BENCHMARKS = Registry("benchmark", {
@@ -97,12 +97,12 @@ def extractors(backend: str, views: int = 1) -> list:
     """One extractor per feature the benchmarks of ``views``-view records read under ``backend``, in run order."""
     if backend not in FEATURES:
         raise did_you_mean("backend", backend, FEATURES)
-    if backend == "learned":
-
-
-        check_installed()
     wanted = {f for b in benchmarks() if b.views == views for f in (b.extractors or ())}
-    return [FEATURES[backend].get(f)() for f in ORDER[backend] if f in wanted and f in FEATURES[backend]]
+    names = [f for f in ORDER[backend] if f in wanted and f in FEATURES[backend]]
+    if backend == "learned":
+        check_installed()  # the learned backend's optional dependencies, named when missing
+        preflight(names)  # every missing model at once, before the first record (no per-record retries)
+    return [FEATURES[backend].get(f)() for f in names]
 
 
 def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = None, P=None) -> dict[str, Score]:

@@ -265,4 +265,9 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
         dest = Path(out) if out else Path(runs[0]).resolve().parent
         csv, md = write_leaderboard(results, dest)
         print(f"leaderboard: {csv} and {md}")
+    if any(r["records"] and len(r["errors"]) == r["records"] for r in results):  # nothing scored is a failure
+        print("error: no record of " + ", ".join(Path(r["run"]).name for r in results
+                                                if r["records"] and len(r["errors"]) == r["records"])
+              + " could be scored (see the errors above)", file=sys.stderr)
+        return 1
     return 0

@@ -162,6 +162,11 @@ def wmb_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("wmb-learned")
     m = suite_case_manifest(root, "object-LR-00")
+    # without its family tag every static metric applies (the learned code path of each one is what is tested here)
+    rows = [json.loads(x) for x in m.read_text().splitlines()]
+    for r in rows:
+        r["tags"].pop("family", None)
+    m.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = root / "gt"
     assert run_generate("engine", str(m), out, overrides=["model.width=96", "model.height=96"],
                         progress=False).exit_code == 0
@@ -244,3 +249,29 @@ def test_a_model_two_features_use_is_loaded_once(monkeypatch):
     assert LearnedAppearance()._model() is LearnedTargets()._model() is dino
     assert LearnedDepth()._model() is LearnedMemoryDepth().depth._model() is depth
     assert sorted(calls) == sorted([L.DINOV2_ID, L.DEPTH_ID])
+
+
+def test_missing_models_fail_in_seconds_naming_each_with_its_fetch_command(tmp_path, monkeypatch, capsys):
+    """With no weights and no network, `evaluate --backend learned` fails before the first record, exits non-zero,
+    and names every model it needs with the command that fetches it (no per-record retries)."""
+    import time
+
+    from worldgate.cli import main
+    from worldgate.evaluate.learned import MODELS_BY_FEATURE
+    from worldgate.generate.runner import run_generate
+
+    run = tmp_path / "run"
+    assert run_generate("engine", "worldmark-engine", run, limit=2, progress=False,
+                        overrides=["model.width=64", "model.height=64", "trajectory.seconds=1"]).exit_code == 0
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf" / "hub"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty-torch"))
+    t0 = time.perf_counter()
+    assert main(["evaluate", str(run), "--backend", "learned", "--no-progress"]) != 0
+    assert time.perf_counter() - t0 < 30
+    err = capsys.readouterr().err
+    for models in MODELS_BY_FEATURE.values():
+        for _, source, mid, _ in models:
+            assert mid in err
+    assert "hf download facebook/dinov2-base" in err and "Raft_Large_Weights" in err
+    assert not (run / "results.json").exists()  # nothing was scored, nothing claims to be
