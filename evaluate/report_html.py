@@ -1,0 +1,384 @@
+"""The report's HTML page: pick a case, every model's rollout side by side, synced playback, the commanded path and
+phase timeline, and the per-case scores — with everything from the runs shown as text (see report.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import logging
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .metrics import METRIC_INFO
+
+log = logging.getLogger("worldgate.report")
+
+
+class ReportError(ValueError):
+    pass
+
+
+def _esc(s) -> str:
+    """The one place Python-side text from the runs becomes HTML (and the markdown tables, which carry HTML)."""
+    return html.escape(str(s), quote=True)
+
+
+def _single_component(cid) -> bool:
+    """A case id that names a folder directly inside the run (no separators, not ``.`` / ``..``)."""
+    return isinstance(cid, str) and cid not in ("", ".", "..") and not any(c in cid for c in "/\\\0")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve(strict=True).relative_to(root.resolve(strict=True))
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return True
+
+
+def _record_dir(run: Path, cid) -> Path | None:
+    """``run/cid`` when it is a real folder inside the run; None (warned) when it is a link or points out of it."""
+    if not _single_component(cid):
+        log.warning("case id %r of %s is not a folder name; its record files are not read", cid, run)
+        return None
+    rec = run / cid
+    if not os.path.lexists(rec):
+        return None
+    if rec.is_symlink() or not rec.is_dir() or not _inside(rec, run):
+        log.warning("skipped record folder %s: a symbolic link or not a folder inside the run "
+                    "(the report never follows links out of a run)", rec)
+        return None
+    return rec
+
+
+def _record_file(run: Path, rec: Path | None, name: str, notes: list | None = None) -> Path | None:
+    """``rec/name`` when it is a regular file inside the run; None when absent, and None with a warning naming the
+    file (and a note for the page) when it is a symbolic link, not a regular file, or resolves outside the run."""
+    if rec is None:
+        return None
+    p = rec / name
+    if not os.path.lexists(p):
+        return None
+    if p.is_symlink() or not p.is_file() or not _inside(p, rec) or not _inside(p, run):
+        log.warning("skipped %s: a symbolic link or not a regular file inside its run folder %s "
+                    "(the report never follows links out of a run)", p, run)
+        if notes is not None:
+            notes.append(f"{name} skipped: a symbolic link or not a regular file inside the run")
+        return None
+    return p
+
+
+def _slug(s, limit: int = 80) -> str:
+    """A file name for media/ that means the same in a URL and on every file system (no ``#``, ``?``, ``/``, ``%``);
+    a name that had to change gets a short hash of the original so two names cannot collide."""
+    s = str(s)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", s)[:limit]
+    if safe != s or safe.startswith("."):
+        safe = safe.lstrip(".") + "-" + hashlib.sha1(s.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return safe
+
+
+def _publish(src: Path, dst: Path) -> None:
+    """Hard-link (or copy) ``src`` to ``dst``, replacing whatever ``dst`` was (a stale video, a planted link); never
+    follows a link at ``src``."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    if os.path.lexists(tmp):
+        tmp.unlink()
+    try:
+        os.link(src, tmp, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f, open(tmp, "xb") as g:
+            shutil.copyfileobj(f, g)
+    if tmp.is_symlink() or not tmp.is_file():  # src was swapped for a link after it was checked
+        tmp.unlink()
+        raise ReportError(f"{src} changed into a link while the report was written")
+    os.replace(tmp, dst)
+
+
+def _finite(x):
+    """JSON the browser can parse: non-finite numbers become null (JSON has no NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _script_json(data) -> str:
+    """JSON to embed in a ``<script type="application/json">``: no string in it can end the script or open a comment
+    (``<``, ``>``, ``&`` and the JS line separators as \\u escapes; JSON.parse reads them back unchanged)."""
+    s = json.dumps(_finite(data), allow_nan=False)
+    for c, e in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        s = s.replace(c, e)
+    return s
+
+
+def _trajectory(run: Path, rec: Path | None) -> dict | None:
+    tjp, pp = _record_file(run, rec, "trajectory.json"), _record_file(run, rec, "poses.npy")
+    if tjp is None or pp is None:
+        return None
+    try:
+        tj = json.loads(tjp.read_text())
+        poses = np.load(pp, allow_pickle=False).astype(float)
+        return {
+            "fps": float(tj["fps"]), "n_frames": int(tj["n_frames"]),
+            "xz": np.round(poses[:, [0, 2], 3], 3).tolist(),
+            "yaw": np.round(np.degrees(np.arctan2(poses[:, 0, 2], poses[:, 2, 2])), 2).tolist(),
+            "segments": [{"label": _seg_label(x), "frames": [int(f) for f in x["frames"][:2]]} for x in tj["segments"]],
+            "phases": [{"name": str(p["name"]), "frames": [int(f) for f in p["frames"][:2]]} for p in tj["phases"]],
+        }
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        log.warning("skipped the commanded path of %s: %s", rec, e)
+        return None
+
+
+def _prompt(run: Path, rec: Path | None) -> str | None:
+    mp = _record_file(run, rec, "meta.json")
+    if mp is None:
+        return None
+    try:
+        p = (json.loads(mp.read_text()).get("case") or {}).get("prompt")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None if p is None else str(p)
+
+
+def _link_video(run: Path, rec: Path | None, name: str, base: Path, out: Path, notes: list) -> str | None:
+    """``rec/name`` published as ``base.mp4`` under media/ (its path relative to ``out``), or None when the record has
+    no such regular file inside the run."""
+    src = _record_file(run, rec, name, notes)
+    if src is None:
+        return None
+    dst = base.with_name(base.name + ".mp4")
+    _publish(src, dst)
+    return dst.relative_to(out).as_posix()
+
+
+def _case_data(runs, media: Path, out: Path) -> dict:
+    """Per case: every run's video (linked under media/), commanded path, prompt, phases and per-case scores."""
+    cases: dict[str, dict] = {}
+    for k, r in enumerate(runs):
+        run = r["run"]
+        rdir = media / f"{k:02d}-{_slug(r['name'])}"
+        for s in r["samples"]:
+            cid = s.get("case")
+            rec = _record_dir(run, cid)
+            cid = str(cid)
+            tags = s.get("tags") if isinstance(s.get("tags"), dict) else {}
+            entry = cases.setdefault(cid, {"id": cid, "runs": {}, "trajectory": None, "prompt": None, "tags": tags})
+            notes: list[str] = []
+            base = rdir / _slug(cid)
+            vrel, vb = _link_video(run, rec, "video.mp4", base, out, notes), None
+            if rec is not None and not os.path.lexists(rec / "video.mp4") and os.path.lexists(rec / "video_a.mp4"):
+                # a two-view record: player A and player B
+                vrel = _link_video(run, rec, "video_a.mp4", base.with_name(base.name + "-A"), out, notes)
+                vb = _link_video(run, rec, "video_b.mp4", base.with_name(base.name + "-B"), out, notes)
+            scores = s.get("scores") if isinstance(s.get("scores"), dict) else {}
+            entry["runs"][r["name"]] = {
+                "video": vrel, "video_b": vb, "notes": notes,
+                "error": None if s.get("error") is None else str(s.get("error")),
+                "scores": {str(m): float(v) for m, v in scores.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}}
+            if entry["trajectory"] is None:
+                entry["trajectory"] = _trajectory(run, rec)
+            if entry["prompt"] is None:
+                entry["prompt"] = _prompt(run, rec)
+    return dict(sorted(cases.items()))
+
+
+def _seg_label(seg) -> str:
+    parts = [str(v) for v in (seg["move"], seg["look"]) if v != "idle"]
+    return "+".join(parts) or "hold"
+
+
+def write_html(runs, out: Path) -> Path:
+    media = out / "media"
+    data = {
+        "runs": [r["name"] for r in runs],
+        "metrics": {m: {"name": i["name"], "range": i["range"], "higher": i["higher_is_better"]}
+                    for m, i in METRIC_INFO.items()},
+        "cases": _case_data(runs, media, out),
+        "backend": runs[0]["backend"],
+    }
+    sha = base64.b64encode(hashlib.sha256(JS.encode()).digest()).decode()
+    subs = {"TITLE": _esc("worldgate report: " + ", ".join(r["name"] for r in runs)),
+            "CSP": _esc(f"script-src 'sha256-{sha}'; object-src 'none'; base-uri 'none'; form-action 'none'"),
+            "DATA": _script_json(data), "SCRIPT": JS}
+    page = re.sub(r"__(TITLE|CSP|DATA|SCRIPT)__", lambda m: subs[m.group(1)], HTML)  # one pass: no rescan of data
+    p = out / "index.html"
+    p.write_text(page)
+    return p
+
+
+HTML = r"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="__CSP__">
+<title>__TITLE__</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:16px;background:#fafafa;color:#222}
+#bar{display:flex;gap:12px;align-items:center;flex-wrap:wrap;margin-bottom:10px}
+#caseinfo{margin-bottom:10px;font-size:13px;color:#444}
+#grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:10px}
+.cell{background:#fff;border:1px solid #ddd;border-radius:6px;padding:6px}
+.cell h3{margin:2px 0 6px;font-size:13px}
+video{width:100%;background:#000;display:block}
+.err{color:#b00;font-size:12px}
+#below{display:flex;gap:16px;margin-top:12px;flex-wrap:wrap}
+#timeline{flex:1;min-width:420px}
+table{border-collapse:collapse;margin-top:12px;font-size:12px}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}
+th:first-child,td:first-child{text-align:left}
+.best{font-weight:bold}
+</style></head><body>
+<h2>__TITLE__</h2>
+<div id="bar">
+  <label>case <select id="case"></select></label>
+  <button id="play">play</button>
+  <input id="scrub" type="range" min="0" max="1000" value="0" style="width:260px">
+  <span id="time">0.00 s</span>
+  <span id="backend"></span>
+</div>
+<div id="caseinfo"><div id="prompt"></div><div id="tags"></div></div>
+<div id="grid"></div>
+<div id="below">
+  <svg id="path" width="260" height="260" viewBox="0 0 260 260" style="background:#fff;border:1px solid #ddd"></svg>
+  <div id="timeline"><svg id="phases" width="100%" height="64"></svg><div id="seginfo"></div></div>
+</div>
+<table id="scores"></table>
+<script id="data" type="application/json">__DATA__</script>
+<script>__SCRIPT__</script></body></html>
+"""
+
+# The page's script. Text from the runs only ever reaches the page through textContent and setAttribute (el below);
+# nothing assigns innerHTML. Its sha256 is the page's Content-Security-Policy: no other script can run.
+JS = r"""
+"use strict";
+const D = JSON.parse(document.getElementById("data").textContent);
+const SVG = "http://www.w3.org/2000/svg";
+const sel = document.getElementById("case"), grid = document.getElementById("grid");
+const playBtn = document.getElementById("play"), scrub = document.getElementById("scrub");
+const COLORS = {V:"#9bd", H:"#ccc"};
+let videos = [], cur = null;
+// the one way this page makes elements: attributes via setAttribute, text via textContent
+function el(tag, attrs, text, ns){
+  const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+document.getElementById("backend").textContent = "backend: " + D.backend;
+for (const id of Object.keys(D.cases)) { const o = el("option", {}, id); o.value = id; sel.appendChild(o); }
+function master(){ return videos.find(v => v.readyState >= 1) || videos[0]; }
+function fmt(m, v){ const r = D.metrics[m] ? D.metrics[m].range : ""; return r === "0-100" ? v.toFixed(1) : v.toFixed(3); }
+function show(id){
+  cur = D.cases[id]; grid.replaceChildren(); videos = [];
+  document.getElementById("prompt").textContent = cur.prompt ? "prompt: " + cur.prompt : "";
+  const tags = Object.entries(cur.tags || {}).map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v));
+  document.getElementById("tags").textContent = tags.length ? "tags: " + tags.join(", ") : "";
+  for (const run of D.runs) {
+    const c = el("div", {class: "cell"}); c.appendChild(el("h3", {}, run));
+    const e = Object.prototype.hasOwnProperty.call(cur.runs, run) ? cur.runs[run] : null;
+    for (const src of e ? [e.video, e.video_b] : []) {
+      if (!src) continue;
+      const v = el("video"); v.src = src; v.muted = true; v.preload = "auto";
+      v.playsInline = true; v.dataset.run = run; c.appendChild(v); videos.push(v);
+      if (e.video_b) { v.style.width = "49%"; v.style.display = "inline-block"; v.title = src === e.video ? "player A" : "player B"; }
+      v.addEventListener("timeupdate", tick);
+      v.addEventListener("ended", () => { if (videos.every(x => x.ended || x.paused)) playBtn.textContent = "play"; });
+    }
+    if (!e) c.appendChild(el("div", {class: "err"}, "no rollout for this case"));
+    else {
+      if (e.error) c.appendChild(el("div", {class: "err"}, e.error));
+      for (const n of e.notes || []) c.appendChild(el("div", {class: "err"}, n));
+    }
+    grid.appendChild(c);
+  }
+  drawPath(); drawPhases(); drawScores(); playBtn.textContent = "play"; tick();
+}
+function tick(){
+  const m = master(); if (!m) return;
+  for (const v of videos) if (v !== m && v.readyState >= 1 && Math.abs(v.currentTime - m.currentTime) > 0.15) v.currentTime = m.currentTime;
+  document.getElementById("time").textContent = m.currentTime.toFixed(2) + " s";
+  if (m.duration) scrub.value = Math.round(1000 * m.currentTime / m.duration);
+  drawMarker(m.currentTime);
+}
+playBtn.onclick = () => {
+  const m = master(); if (!m) return;
+  if (m.paused) { for (const v of videos) { v.currentTime = m.currentTime; v.play().catch(()=>{}); } playBtn.textContent = "pause"; }
+  else { for (const v of videos) v.pause(); playBtn.textContent = "play"; }
+};
+scrub.oninput = () => { const m = master(); if (!m || !m.duration) return; const t = m.duration * scrub.value / 1000; for (const v of videos) v.currentTime = t; tick(); };
+sel.onchange = () => show(sel.value);
+function drawPath(){
+  const svg = document.getElementById("path"); svg.replaceChildren();
+  const T = cur.trajectory; if (!T || !T.xz.length) return;
+  const xs = T.xz.map(p => p[0]), zs = T.xz.map(p => p[1]);
+  const span = Math.max(1e-3, Math.max(...xs) - Math.min(...xs), Math.max(...zs) - Math.min(...zs));
+  const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cz = (Math.max(...zs) + Math.min(...zs)) / 2;
+  const s = 220 / span;
+  svg._map = p => [130 + (p[0] - cx) * s, 130 - (p[1] - cz) * s];
+  const pts = T.xz.map(p => svg._map(p).join(",")).join(" ");
+  svg.appendChild(el("polyline", {points: pts, fill: "none", stroke: "#36c", "stroke-width": 2}, null, SVG));
+  svg.appendChild(el("text", {x: 6, y: 14, "font-size": 11}, "commanded path (top view, +z up)", SVG));
+  const cam = el("g", {id: "cam"}, null, SVG);
+  cam.appendChild(el("circle", {r: 5, fill: "#d33"}, null, SVG));
+  cam.appendChild(el("line", {x1: 0, y1: 0, x2: 0, y2: -14, stroke: "#d33", "stroke-width": 2}, null, SVG));
+  svg.appendChild(cam);
+}
+function drawPhases(){
+  const svg = document.getElementById("phases"); svg.replaceChildren();
+  const T = cur.trajectory; if (!T) return;
+  const W = svg.clientWidth || 600, n = T.n_frames || 1;
+  for (const p of T.phases) {
+    const x0 = W * p.frames[0] / n, x1 = W * p.frames[1] / n, name = String(p.name);
+    const col = COLORS[name[0]] || (name[0] === "D" ? "#fc8" : "#8d8");
+    svg.appendChild(el("rect", {x: x0, y: 0, width: Math.max(1, x1 - x0), height: 24, fill: col, stroke: "#fff"}, null, SVG));
+    svg.appendChild(el("text", {x: x0 + 3, y: 16, "font-size": 11}, name, SVG));
+  }
+  for (const sg of T.segments) {
+    const x0 = W * sg.frames[0] / n, x1 = W * sg.frames[1] / n;
+    svg.appendChild(el("rect", {x: x0, y: 28, width: Math.max(1, x1 - x0), height: 22, fill: "#eef", stroke: "#99a"}, null, SVG));
+    svg.appendChild(el("text", {x: x0 + 3, y: 43, "font-size": 11}, sg.label, SVG));
+  }
+  svg.appendChild(el("line", {id: "playhead", x1: 0, y1: 0, x2: 0, y2: 52, stroke: "#d33", "stroke-width": 2}, null, SVG));
+  document.getElementById("seginfo").textContent = `${T.n_frames} frames at ${T.fps} fps; phases (top) and commanded segments (bottom)`;
+}
+function drawMarker(t){
+  const T = cur && cur.trajectory; if (!T || !T.xz.length) return;
+  const i = Math.max(0, Math.min(T.n_frames - 1, Math.floor(t * T.fps)));
+  const svg = document.getElementById("path"), cam = document.getElementById("cam");
+  if (cam && svg._map) { const [x, y] = svg._map(T.xz[Math.min(i, T.xz.length - 1)]); cam.setAttribute("transform", `translate(${x},${y}) rotate(${T.yaw[Math.min(i, T.yaw.length - 1)]})`); }
+  const ph = document.getElementById("playhead"), W = document.getElementById("phases").clientWidth || 600;
+  if (ph) { const x = W * i / (T.n_frames || 1); ph.setAttribute("x1", x); ph.setAttribute("x2", x); }
+}
+function drawScores(){
+  const t = document.getElementById("scores"); t.replaceChildren();
+  const has = r => Object.prototype.hasOwnProperty.call(cur.runs, r);
+  const ms = Object.keys(D.metrics).filter(m => D.runs.some(r => has(r) && m in cur.runs[r].scores));
+  const head = el("tr"); head.appendChild(el("th", {}, "metric"));
+  for (const r of D.runs) head.appendChild(el("th", {}, r));
+  t.appendChild(head);
+  for (const m of ms) {
+    const vals = D.runs.map(r => has(r) ? cur.runs[r].scores[m] : undefined);
+    const ok = vals.filter(v => v !== undefined).map(v => parseFloat(fmt(m, v)));  // rank what is shown
+    const best = new Set(ok).size > 1 ? (D.metrics[m].higher ? Math.max(...ok) : Math.min(...ok)) : null;
+    const tr = el("tr"); tr.appendChild(el("td", {}, D.metrics[m].name));
+    for (const v of vals) tr.appendChild(v === undefined ? el("td", {}, "n/a")
+      : el("td", {class: parseFloat(fmt(m, v)) === best ? "best" : ""}, fmt(m, v)));
+    t.appendChild(tr);
+  }
+}
+if (sel.options.length) show(sel.options[0].value);
+"""
