@@ -2,26 +2,41 @@
 
 Frames are decoded once per record and streamed to every extractor that still has work to do (resized once per
 analysis size, a few frames at a time, so nothing holds a long video at full size). Results are cached as ``.npz`` under
-``<run>/.features/<video sha256[:20]>/<name>@<version>-<backend>.npz``: the key holds the record's content hash and
-the extractor's name, version and backend, so no estimator runs twice for one record and a changed extractor never
-serves stale numbers.
+``<run>/.features/<inputs digest[:20]>/<name>@<version>-<backend>.npz``: the digest covers every input an extractor
+reads (the video's content hash, the commanded poses, the intrinsics and the requested and achieved size, fps and
+frames, the trajectory, targets.npz and dynamic.json), and the file name the extractor's name, version and backend, so
+no estimator runs twice for one record, a record whose inputs differ (a copy with other intrinsics, say) is never
+served another's features, and a changed extractor never serves stale numbers.
+
+:func:`open_record` checks a record against its meta.json before anything reads it: a file that changed after the
+record was written (its sha256 differs), a pose count that is not the achieved frame count, or a file that is a link,
+a FIFO or a device is a :class:`FeatureError` (an error entry of that record; the others are still scored).
 """
 
 from __future__ import annotations
 
-import collections
+import hashlib
+import io
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
-from worldgate.generate.records import read_meta
-from worldgate.generate.video import read_frames, sha256_file
+from worldgate.generate.records import (
+    MAX_ARRAY_BYTES,
+    MAX_JSON_BYTES,
+    RecordError,
+    check_record_file,
+    read_meta_reason,
+    read_record_bytes,
+    sha256_record_file,
+)
+from worldgate.generate.video import read_frames
+
+from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
 
 
 class FeatureError(RuntimeError):
@@ -46,6 +61,8 @@ class RecordView:
     fps: float
     n_frames: int
     content_hash: str
+    #: digest of every input an extractor reads (:func:`inputs_digest`); computed on first use where not given
+    input_digest: str = ""
 
     @property
     def intrinsics(self) -> np.ndarray | None:
@@ -89,11 +106,39 @@ class Extractor:
         return {"name": self.name, "version": self.version, "backend": self.backend, "max_side": self.max_side}
 
 
-def analysis_size(w: int, h: int, max_side: int | None) -> tuple[int, int]:
-    if not max_side or max(w, h) <= max_side:
-        return w, h
-    s = max_side / max(w, h)
-    return max(2, int(round(w * s / 2)) * 2), max(2, int(round(h * s / 2)) * 2)
+#: the files of a one-view record that extractors read besides the video (optional ones: only where present)
+INPUT_FILES = ("poses.npy", "trajectory.json", "targets.npz", "dynamic.json")
+OPTIONAL_FILES = ("targets.npz", "dynamic.json")
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def inputs_digest(rec: RecordView, file_hashes: dict | None = None) -> str:
+    """sha256 over everything an extractor may read of ``rec``: the video's content hash, the commanded poses, the
+    trajectory, the intrinsics and the requested and achieved size/fps/frames of meta.json, and targets.npz and
+    dynamic.json where present (``file_hashes``: their sha256 where known; else they are hashed from ``rec.dir``)."""
+    if file_hashes is None:
+        file_hashes = {}
+        for name in OPTIONAL_FILES:
+            try:
+                if check_record_file(rec.dir / name, required=False):
+                    file_hashes[name] = sha256_record_file(rec.dir / name)
+            except (RecordError, OSError) as e:
+                raise FeatureError(f"{rec.dir.name}: {e}") from None
+    poses = np.ascontiguousarray(rec.poses)
+    meta = rec.meta if isinstance(rec.meta, dict) else {}
+    parts = {
+        "video": rec.content_hash,
+        "poses": _sha(f"{poses.dtype.str}{poses.shape}".encode() + poses.tobytes()),
+        "trajectory": _sha(json.dumps(rec.trajectory, sort_keys=True, default=repr).encode()),
+        "intrinsics": meta.get("intrinsics"),
+        "requested": meta.get("requested"),
+        "achieved": [rec.width, rec.height, rec.fps, rec.n_frames],
+        "files": {k: file_hashes.get(k) for k in OPTIONAL_FILES},
+    }
+    return _sha(json.dumps(parts, sort_keys=True, default=repr).encode())
 
 
 class FeatureCache:
@@ -101,7 +146,10 @@ class FeatureCache:
         self.root = Path(root)
 
     def path(self, rec: RecordView, ex: Extractor) -> Path:
-        return self.root / rec.content_hash[:20] / f"{ex.key()}.npz"
+        """``<root>/<inputs digest[:20]>/<name>@<version>-<backend>.npz``: a record's every input and the extractor."""
+        if not rec.input_digest:
+            rec.input_digest = inputs_digest(rec)
+        return self.root / rec.input_digest[:20] / f"{ex.key()}.npz"
 
     def get(self, rec: RecordView, ex: Extractor) -> dict[str, np.ndarray] | None:
         p = self.path(rec, ex)
@@ -121,42 +169,117 @@ class FeatureCache:
         os.replace(tmp, p)
         info = p.parent / "record.json"
         if not info.exists():
-            info.write_text(json.dumps({"record": str(rec.dir), "video_sha256": rec.content_hash}))
+            info.write_text(json.dumps({"record": str(rec.dir), "video_sha256": rec.content_hash,
+                                        "inputs_sha256": rec.input_digest}))
+
+
+def _refuse(folder: Path, e: Exception) -> FeatureError:
+    return FeatureError(f"{folder.name}: {e}")
 
 
 def open_record(folder: Path) -> RecordView:
-    """A complete rollout record as extractors see it; raises FeatureError with the reason otherwise."""
+    """A complete rollout record as extractors see it, checked against its meta.json; raises FeatureError with the
+    reason otherwise (a file that is a link, a FIFO or a device, a file that changed after the record was written, a
+    pose count that is not the achieved frame count, ...). Nothing is followed through a link or opened before it is
+    known to be a regular file, so no record can hang or exhaust the evaluation."""
     folder = Path(folder)
-    meta = read_meta(folder)
-    if not isinstance(meta, dict):
-        raise FeatureError(f"{folder.name}: no readable meta.json")
+    if folder.is_symlink():
+        raise FeatureError(f"{folder.name}: the record folder is a symbolic link; records are read only from real "
+                           "folders inside the run (copy the record in instead)")
+    meta, why = read_meta_reason(folder)
+    if meta is None:
+        raise FeatureError(f"{folder.name}: no readable meta.json ({why})")
     video = folder / "video.mp4"
-    if not video.is_file():
-        raise FeatureError(f"{folder.name}: video.mp4 is missing")
+    present = {}
     try:
-        traj = json.loads((folder / "trajectory.json").read_text())
-        poses = np.load(folder / "poses.npy", allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise FeatureError(f"{folder.name}: unreadable trajectory.json/poses.npy ({e})") from None
+        for name in ("video.mp4", "poses.npy", "trajectory.json") + OPTIONAL_FILES:
+            present[name] = check_record_file(folder / name, required=name not in OPTIONAL_FILES)
+    except (RecordError, FileNotFoundError) as e:
+        raise _refuse(folder, e) from None
+    raw = {}
+    try:
+        raw["poses.npy"] = read_record_bytes(folder / "poses.npy", MAX_ARRAY_BYTES)
+        raw["trajectory.json"] = read_record_bytes(folder / "trajectory.json", MAX_JSON_BYTES)
+        traj = json.loads(raw["trajectory.json"].decode("utf-8"))
+        poses = np.load(io.BytesIO(raw["poses.npy"]), allow_pickle=False)
+    except RecordError as e:
+        raise _refuse(folder, e) from None
+    except (OSError, ValueError, EOFError, RecursionError) as e:
+        raise FeatureError(f"{folder.name}: unreadable trajectory.json/poses.npy ({type(e).__name__}: {e})") from None
     if not isinstance(traj, dict) or not isinstance(traj.get("segments"), list):
         raise FeatureError(f"{folder.name}: trajectory.json is not a worldgate trajectory (no segment list)")
-    if poses.dtype.kind != "f" or poses.ndim != 3 or poses.shape[1:] != (4, 4) or not np.isfinite(poses).all():
+    if not isinstance(poses, np.ndarray) or poses.dtype.kind != "f" or poses.ndim != 3 or poses.shape[1:] != (4, 4) \
+            or not np.isfinite(poses).all():
+        kind = getattr(poses, "dtype", type(poses).__name__)
+        finite = not isinstance(poses, np.ndarray) or poses.dtype.kind != "f" or np.isfinite(poses).all()
         raise FeatureError(f"{folder.name}: poses.npy must be finite float (F, 4, 4) camera-to-world poses, got "
-                           f"{poses.dtype} {poses.shape}{'' if poses.dtype.kind != 'f' or np.isfinite(poses).all() else ' with NaN/inf'}")
+                           f"{kind} {getattr(poses, 'shape', '')}{'' if finite else ' with NaN/inf'}")
     try:
         ach = meta.get("achieved") or {}
-        sha = ((meta.get("files") or {}).get("video.mp4") or {}).get("sha256")
+        files = meta.get("files") or {}
+        recorded = {name: (files.get(name) or {}).get("sha256") for name in ("video.mp4", *INPUT_FILES)}
+        if not all(h is None or isinstance(h, str) for h in recorded.values()):
+            raise TypeError("files.<name>.sha256 must be strings")
         width, height = int(ach.get("width", 0)), int(ach.get("height", 0))
         fps, frames = float(ach.get("fps", traj.get("fps", 16.0))), int(ach.get("frames", 0))
-    except (AttributeError, TypeError, ValueError) as e:
+    except (AttributeError, TypeError, ValueError, OverflowError) as e:
         raise FeatureError(f"{folder.name}: malformed meta.json ({type(e).__name__}: {e})") from None
     if not (np.isfinite(fps) and fps > 0) or frames < 0 or width < 0 or height < 0:
         raise FeatureError(f"{folder.name}: meta.json achieved values are invalid (fps={fps}, frames={frames}, "
                            f"size={width}x{height})")
-    actual = sha256_file(video)
-    if sha and sha != actual:
-        meta = dict(meta, caveats=list(meta.get("caveats") or []) + ["video.mp4 changed after the record was written"])
-    return RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
+    if frames and len(poses) != frames:
+        raise FeatureError(f"{folder.name}: poses.npy holds {len(poses)} commanded poses but meta.json records "
+                           f"{frames} achieved frames (one pose per frame): regenerate the record or restore its "
+                           "poses.npy")
+    # every file meta.json recorded must still be the one written (a record whose files changed after writing
+    # cannot be trusted): the inputs first, the video last (its message says what the swapped video holds)
+    hashes = {name: _sha(raw[name]) for name in raw}
+    try:
+        for name in OPTIONAL_FILES:
+            if present[name]:
+                hashes[name] = sha256_record_file(folder / name)
+        actual = sha256_record_file(video)
+    except (RecordError, OSError) as e:
+        raise _refuse(folder, e) from None
+    signed = isinstance(files, dict) and bool(recorded["video.mp4"])
+    for name in INPUT_FILES:
+        want = recorded.get(name)
+        if want and not present.get(name, True):
+            raise FeatureError(f"{folder.name}: {name} is missing but meta.json records it: regenerate the record "
+                               f"or restore its {name}")
+        if want and hashes.get(name) != want:
+            raise FeatureError(_changed(folder, name, hashes[name], want))
+        if signed and name in OPTIONAL_FILES and present[name] and not want:
+            raise FeatureError(f"{folder.name}: {name} is not one of the files meta.json records (added after the "
+                               f"record was written?): remove it or regenerate the record")
+    if recorded["video.mp4"] and actual != recorded["video.mp4"]:
+        diag = _stream_diagnosis(video, width, height, fps)
+        raise FeatureError(_changed(folder, "video.mp4", actual, recorded["video.mp4"], diag))
+    rec = RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
+    rec.input_digest = inputs_digest(rec, hashes)
+    return rec
+
+
+def _changed(folder: Path, name: str, actual: str, want: str, diag: str | None = None) -> str:
+    return (f"{folder.name}: {diag + '; ' if diag else ''}{name} changed after the record was written (its sha256 is "
+            f"{actual[:12]}..., meta.json records {want[:12]}...): a record whose files changed cannot be trusted; "
+            f"regenerate the record or restore the original {name}")
+
+
+def _stream_diagnosis(video: Path, width: int, height: int, fps: float) -> str | None:
+    """What a swapped video holds, where it differs from meta.json (fps, size) or cannot be decoded at all."""
+    vmeta: dict = {}
+    gen = read_frames(video, meta_out=vmeta, decoder_threads=1)
+    try:
+        next(gen)
+    except StopIteration:
+        return "the video has no decodable frames"
+    except Exception as e:  # any decoder failure is the diagnosis
+        last = (str(e).strip().splitlines() or [""])[-1][:200]
+        return f"the video could not be decoded ({type(e).__name__}: {last})"
+    finally:
+        gen.close()
+    return _stream_mismatch(vmeta, width, height, fps)
 
 
 def scoring_view(rec: RecordView) -> dict:
@@ -167,16 +290,23 @@ def scoring_view(rec: RecordView) -> dict:
             "height": rec.height}
 
 
+def _stream_mismatch(vmeta: dict, width: int, height: int, fps_meta: float) -> str | None:
+    """Where the decoded stream differs from what meta.json says was measured (fps, size); None where it does not."""
+    fps = float(vmeta.get("fps") or 0.0)
+    if fps_meta and fps and abs(fps - fps_meta) > 0.01 * fps_meta:
+        return (f"the video plays at {fps:g} fps but meta.json records {fps_meta:g} fps (re-encoded or wrong-fps "
+                "video?): rewrite the record or fix its achieved fps")
+    size = tuple(vmeta.get("source_size") or vmeta.get("size") or ())
+    if width and height and size and size != (width, height):
+        return f"the video is {size[0]}x{size[1]} but meta.json records {width}x{height}"
+    return None
+
+
 def _check_stream(rec: RecordView, vmeta: dict) -> None:
     """The decoded stream must be what meta.json says was measured: a wrong-fps or resized video is an error."""
-    fps = float(vmeta.get("fps") or 0.0)
-    if rec.fps and fps and abs(fps - rec.fps) > 0.01 * rec.fps:
-        raise FeatureError(f"{rec.dir.name}: the video plays at {fps:g} fps but meta.json records {rec.fps:g} fps "
-                           f"(re-encoded or wrong-fps video?): rewrite the record or fix its achieved fps")
-    size = tuple(vmeta.get("source_size") or vmeta.get("size") or ())
-    if rec.width and rec.height and size and size != (rec.width, rec.height):
-        raise FeatureError(f"{rec.dir.name}: the video is {size[0]}x{size[1]} but meta.json records "
-                           f"{rec.width}x{rec.height}")
+    why = _stream_mismatch(vmeta, rec.width, rec.height, rec.fps)
+    if why:
+        raise FeatureError(f"{rec.dir.name}: {why}")
 
 
 def compute_features(rec: RecordView, extractors: list[Extractor], cache: FeatureCache,
@@ -247,192 +377,3 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
         out[ex.name] = data
         stats["computed"].append(ex.key())
     return out, stats
-
-
-#: OpenCV threads while extractors run (None: leave OpenCV's setting alone)
-_OPENCV_THREADS: int | None = 1
-
-
-def _opencv_threads(n: int | None) -> int | None:
-    """Set OpenCV's thread count; returns the previous one (None when nothing was changed)."""
-    if n is None:
-        return None
-    prev = cv2.getNumThreads()
-    if prev != n:
-        cv2.setNumThreads(n)
-    return prev
-
-
-class _Frame:
-    """One decoded frame, shared by the workers: a resized copy is made once per analysis size, by the first worker
-    that asks for it (nothing is kept beyond the frame's life in the queues)."""
-
-    __slots__ = ("full", "sized", "lock")
-
-    def __init__(self, full: np.ndarray):
-        self.full, self.sized, self.lock = full, {}, threading.Lock()
-
-    def at(self, size: tuple[int, int]) -> np.ndarray:
-        if size == (self.full.shape[1], self.full.shape[0]):
-            return self.full
-        with self.lock:
-            f = self.sized.get(size)
-            if f is None:
-                f = self.sized[size] = _resize(self.full, size)
-        return f
-
-
-def _usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-class _Pool:
-    """Threads that run the extractors' frames: an extractor is on at most one thread at a time (so it sees its frames
-    one by one, in order), but no thread is tied to one extractor. With as many threads as cores, no core idles while
-    some extractor has frames waiting, and no more threads contend for the GIL and the cores than can run (a thread
-    per extractor switched context about 3x as often and spent ~8 % more CPU on a 2-core machine)."""
-
-    BATCH = 4  # frames an extractor handles per turn before its thread serves the next extractor in line
-
-    def __init__(self, n_threads: int):
-        self.cv = threading.Condition()
-        self.ready: "collections.deque[_Worker]" = collections.deque()  # extractors with frames and no thread
-        self.closing = False
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(max(1, n_threads))]
-        for t in self.threads:
-            t.start()
-
-    def _run(self) -> None:
-        while True:
-            with self.cv:
-                while not self.ready and not self.closing:
-                    self.cv.wait()
-                if not self.ready:
-                    return
-                w = self.ready.popleft()
-            w.drain(self.BATCH)
-
-    def close(self) -> None:
-        """Wait until every queued frame is handled, then end the threads."""
-        with self.cv:
-            self.closing = True
-            self.cv.notify_all()
-        for t in self.threads:
-            t.join()
-
-
-class _Worker:
-    """One extractor's queue of frames (at most ``depth`` waiting; the decoder waits beyond that), run on a _Pool.
-
-    An extractor may define ``needs_frame(i) -> bool``: where it returns False, ``update(i, None)`` is called (in
-    order, with the next frame it needs, or at the end) and the frame is neither resized for it nor holds a queue
-    place nor wakes a thread (an extractor that samples every n-th frame pays nothing for the others)."""
-
-    def __init__(self, ex: Extractor, pool: _Pool, depth: int = 8):
-        self.ex, self.pool, self.error, self.size, self.busy = ex, pool, None, None, 0.0
-        self.needs = getattr(ex, "needs_frame", None)
-        self.pending: "collections.deque[tuple[int, _Frame]]" = collections.deque()
-        self.scheduled = False  # in the pool's line or on a thread
-        self.space = threading.Semaphore(depth)
-        self.lock = threading.Lock()
-
-    def put(self, i: int, frame: _Frame) -> None:
-        if self.error is not None:
-            return
-        if self.needs is not None and not self.needs(i):
-            with self.pool.cv:  # no place, no wake-up: it rides along with the next frame (or flush)
-                self.pending.append((i, None))
-            return
-        self.space.acquire()
-        with self.pool.cv:
-            self.pending.append((i, frame))
-            self._schedule()
-
-    def flush(self) -> None:
-        """After the last frame: make sure skipped frames still waiting are handed over."""
-        with self.pool.cv:
-            if self.pending:
-                self._schedule()
-
-    def _schedule(self) -> None:  # with pool.cv held
-        if not self.scheduled:
-            self.scheduled = True
-            self.pool.ready.append(self)
-            self.pool.cv.notify()
-
-    def drain(self, batch: int) -> None:
-        """Handle up to ``batch`` needed frames in order (skipped ones on the way), then go back in line if more are
-        waiting."""
-        cv = self.pool.cv
-        done = 0
-        while done < batch:
-            with cv:
-                if not self.pending:
-                    self.scheduled = False
-                    return
-                i, frame = self.pending.popleft()
-            if frame is None:  # a frame this extractor does not need (see put)
-                self._update(i, None)
-                continue
-            done += 1
-            job = self._update(i, frame)
-            if job is None:
-                self.space.release()
-            else:  # the place is freed when the job is done
-                with cv:
-                    self.pool.ready.append(_Job(job, self))
-                    cv.notify()
-        with cv:
-            if self.pending:
-                self.pool.ready.append(self)
-                cv.notify()
-            else:
-                self.scheduled = False
-
-    def _update(self, i: int, frame: _Frame):
-        if self.error is not None:
-            return None
-        t0 = time.thread_time()
-        job = None
-        try:
-            if frame is None:
-                job = self.ex.update(i, None)
-            else:
-                if self.size is None:
-                    self.size = analysis_size(frame.full.shape[1], frame.full.shape[0], self.ex.max_side)
-                job = self.ex.update(i, frame.at(self.size))
-        except Exception as e:  # reported by compute_features with the extractor's name
-            self.error = e
-        self.add_busy(time.thread_time() - t0)
-        return job if callable(job) else None
-
-    def add_busy(self, dt: float) -> None:
-        with self.lock:
-            self.busy += dt
-
-
-class _Job:
-    """A callable an extractor's update returned, in the pool's line like a worker (see Extractor.update)."""
-
-    __slots__ = ("fn", "worker")
-
-    def __init__(self, fn, worker: _Worker):
-        self.fn, self.worker = fn, worker
-
-    def drain(self, batch: int) -> None:
-        w = self.worker
-        t0 = time.thread_time()
-        try:
-            if w.error is None:
-                self.fn()
-        except Exception as e:  # reported by compute_features with the extractor's name
-            w.error = e
-        w.add_busy(time.thread_time() - t0)
-        w.space.release()
-
-
-def _resize(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)

@@ -27,20 +27,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 import uuid
 from functools import lru_cache
 from pathlib import Path
 
-import cv2
 import numpy as np
-from PIL import Image
 
 from worldgate import __version__
 from worldgate.adapters.base import file_bytes
 from worldgate.trajectories.suites import check_case_id
 
+from .case_files import case_dynamic, case_targets, transform_mask  # noqa: F401  (part of the record API)
+from .record_files import (  # noqa: F401  (part of the record API)
+    MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _link_target, check_record_file, read_record_array, read_record_bytes,
+    read_record_json, record_member, sha256_record_file,
+)
 from .video import VideoWriter, probe_video, read_frames, sha256_file
 
 TMP_PREFIX = ".tmp-"
@@ -49,8 +53,7 @@ RECORD_FORMAT = 2
 ONE_VIEW = {"": {"video": "video.mp4", "poses": "poses.npy"}}
 TWO_VIEWS = {"A": {"video": "video_a.mp4", "poses": "poses_a.npy"}, "B": {"video": "video_b.mp4", "poses": "poses_b.npy"}}
 LEGACY_KINDS = {"rollout-2p": "rollout"}  # format 1 named two-view records apart
-
-
+#: the most bytes read of one of a record's JSON files (meta.json, trajectory.json, actions.json, dynamic.json)
 def views_of(players: int) -> dict:
     return TWO_VIEWS if players == 2 else ONE_VIEW
 
@@ -93,39 +96,71 @@ def record_dir(run_dir: Path, case_id: str) -> Path:
     return d
 
 
-def read_meta(folder: Path) -> dict | None:
+def read_meta_reason(folder: Path) -> tuple[dict | None, str | None]:
+    """``(meta, None)`` for a record folder with a readable meta.json, else ``(None, why)``. A folder that is a
+    symbolic link, or a meta.json that is a link, a FIFO, a device, larger than :data:`MAX_JSON_BYTES`, not UTF-8,
+    not JSON or not a JSON object, is refused without being followed (nothing here can hang or exhaust memory)."""
+    folder = Path(folder)
     try:
-        meta = json.loads((Path(folder) / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return meta if isinstance(meta, dict) else None
+        if folder.is_symlink():
+            return None, (f"the record folder is a symbolic link (to {_link_target(folder)}): records are read only "
+                          "from real folders inside the run")
+        meta = read_record_json(folder / "meta.json")
+    except FileNotFoundError:
+        return None, "meta.json is missing"
+    except RecordError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, f"meta.json could not be read ({e.strerror or e})"
+    if not isinstance(meta, dict):
+        return None, f"meta.json holds a JSON {type(meta).__name__}, not an object"
+    return meta, None
+
+
+def read_meta(folder: Path) -> dict | None:
+    """A record's meta.json, or None where it is missing or refused (:func:`read_meta_reason` says why)."""
+    return read_meta_reason(folder)[0]
 
 
 def is_complete(folder: Path, kind: str = "rollout") -> bool:
-    """A whole record of ``kind``: meta.json written last, and (rollouts) every view's video of the recorded size."""
+    """A whole record of ``kind``: meta.json written last, and (rollouts) every view's video of the recorded size.
+    A folder that is a symbolic link, or a video that is a link or not a regular file, is never complete."""
     meta = read_meta(folder)
     if not meta or record_kind(meta) != kind or not meta.get("complete"):
         return False
     if kind == "rollout":
         files = meta.get("files") or {}
+        if not isinstance(files, dict):
+            return False
         for v in record_views(meta).values():
-            f = Path(folder) / v["video"]
-            if not f.is_file() or f.stat().st_size != (files.get(v["video"]) or {}).get("bytes", -1):
+            try:
+                f = record_member(folder, v["video"])
+                st = os.lstat(f)
+            except (RecordError, OSError):
+                return False
+            entry = files.get(v["video"])
+            if not stat.S_ISREG(st.st_mode) or not isinstance(entry, dict) or st.st_size != entry.get("bytes", -1):
                 return False
     return True
 
 
 def candidate_records(run: Path) -> list[Path]:
     """Every folder of a run that claims to be a rollout record, complete or not (``evaluate`` reports the broken
-    ones with their reason instead of skipping them silently); a folder with a video but no readable meta.json
-    counts."""
+    ones with their reason instead of skipping them silently); a folder with a video or a meta.json but no readable
+    meta.json counts, and so does a symbolic link to a folder (never read through: its readers refuse it)."""
     out = []
     for p in sorted(Path(run).iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
+        if p.name.startswith("."):
+            continue
+        if p.is_symlink():
+            if p.is_dir():  # reported with the reason (read_meta_reason, open_record), never followed
+                out.append(p)
+            continue
+        if not p.is_dir():
             continue
         meta = read_meta(p)
         if meta is None:
-            if (p / "video.mp4").exists():
+            if os.path.lexists(p / "video.mp4") or os.path.lexists(p / "meta.json"):
                 out.append(p)
             continue
         if record_kind(meta) == "rollout":
@@ -353,52 +388,6 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
         raise
 
 
-def transform_mask(mask: np.ndarray, policy: str, size: tuple[int, int]) -> np.ndarray:
-    """A mask in the conditioning image's pixels, put through the model's aspect-ratio policy (``crop``: centre
-    crop to the native aspect, then resize; ``pad``: letterbox; ``stretch``/other: resize) to the video's size."""
-    W, H = size
-    h, w = mask.shape
-    m = mask.astype(np.uint8)
-    if policy == "crop":
-        if w / h > W / H:
-            cw = int(round(h * W / H))
-            m = m[:, (w - cw) // 2:(w - cw) // 2 + cw]
-        else:
-            ch = int(round(w * H / W))
-            m = m[(h - ch) // 2:(h - ch) // 2 + ch]
-    elif policy == "pad":
-        if w / h > W / H:
-            ph = int(round(w * H / W)) - h
-            m = np.pad(m, ((ph // 2, ph - ph // 2), (0, 0)))
-        else:
-            pw = int(round(h * W / H)) - w
-            m = np.pad(m, ((0, 0), (pw // 2, pw - pw // 2)))
-    return cv2.resize(m, (W, H), interpolation=cv2.INTER_NEAREST).astype(bool)
-
-
-def case_targets(case, policy: str, size: tuple[int, int]) -> dict:
-    """targets.npz of a user case: its masks (PNG, non-zero = target) in the produced video's frame."""
-    masks, kinds, names = [], [], []
-    for i, t in enumerate(case.targets):
-        with Image.open(t["mask"]) as im:
-            m = np.asarray(im.convert("L")) > 0
-        masks.append(transform_mask(m, policy, size))
-        kinds.append(t["kind"])
-        names.append(t.get("name") or f"{t['kind']}-{i}")
-    return {"masks": np.asarray(masks, bool), "kinds": np.asarray(kinds, dtype="U8"),
-            "names": np.asarray(names, dtype="U32"), "frame": np.asarray(0)}
-
-
-def case_dynamic(case, plan) -> dict:
-    """dynamic.json of a user case: its item (gate + 8 frozen questions) and the phases in the produced video."""
-    d = case.dynamic
-    target = int(d.get("target", 0))
-    item = {"target": target, "name": d.get("name", f"event-{target}"), "kind": d.get("kind", "event"),
-            "gate": d["gate"], "questions": [dict(q, id=i + 1) for i, q in enumerate(d["questions"])]}
-    phases = [{"name": p.name, "frames": list(p.frame_range(plan.fps, plan.n_frames))} for p in case.trajectory.phases()]
-    return {"events": [item], "phases": phases, "fps": plan.fps}
-
-
 def achieved_caveats(achieved, plan, prefix: str = "") -> list[str]:
     """What the written file holds where it differs from what was requested (frames, fps, size)."""
     out = []
@@ -475,20 +464,23 @@ def load_record(folder: Path) -> dict:
     """meta, trajectory and commanded poses of a complete record (what ``evaluate`` reads): ``poses`` is the (F, 4, 4)
     array of a one-view record, ``{view: array}`` with several views (then ``actions`` holds the schedules too)."""
     folder = Path(folder)
-    meta = read_meta(folder)
+    meta, why = read_meta_reason(folder)
     if meta is None:
-        raise FileNotFoundError(f"{folder} is not a record (no readable meta.json)")
+        raise FileNotFoundError(f"{folder} is not a record (no readable meta.json: {why})")
     views = record_views(meta)
-    out = {"meta": meta, "dir": folder, "views": views,
-           "trajectory": json.loads((folder / "trajectory.json").read_text())}
-    poses = {v: np.load(folder / f["poses"], allow_pickle=False) for v, f in views.items()}
+    for f in views.values():  # every named file inside the folder; a view's video a regular file where present
+        record_member(folder, f.get("poses", ""))
+        check_record_file(record_member(folder, f["video"]), required=False)
+    out = {"meta": meta, "dir": folder, "views": views, "trajectory": read_record_json(folder / "trajectory.json")}
+    poses = {v: read_record_array(folder / f["poses"]) for v, f in views.items()}
     out["poses"] = poses[""] if views is ONE_VIEW or list(views) == [""] else poses
-    if (folder / "actions.json").is_file():
-        out["actions"] = json.loads((folder / "actions.json").read_text())
+    if check_record_file(folder / "actions.json", required=False):
+        out["actions"] = read_record_json(folder / "actions.json")
     return out
 
 
 def list_records(run_dir: Path, kind: str = "rollout") -> list[Path]:
-    """Complete records of ``kind`` in a run (one view or several)."""
+    """Complete records of ``kind`` in a run (one view or several); a folder that is a symbolic link is not one."""
     run_dir = Path(run_dir)
-    return sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".") and is_complete(p, kind))
+    return sorted(p for p in run_dir.iterdir()
+                  if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and is_complete(p, kind))
