@@ -275,3 +275,17 @@ def test_missing_models_fail_in_seconds_naming_each_with_its_fetch_command(tmp_p
             assert mid in err
     assert "hf download facebook/dinov2-base" in err and "Raft_Large_Weights" in err
     assert not (run / "results.json").exists()  # nothing was scored, nothing claims to be
+
+
+def test_doctor_lists_every_model_with_source_licence_and_fetch_command(tmp_path, monkeypatch, capsys):
+    from worldgate.cli import main
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf" / "hub"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty-torch"))
+    assert main(["doctor", "--backend", "learned"]) == 1  # nothing is in these caches
+    out = capsys.readouterr().out
+    for name in ("SEA-RAFT", "Depth Anything 3", "DINOv2" if "DINOv2" in out else "facebook/dinov2-base", "TransNetV2",
+                 "VGGT-Omega", "Q-Align", "MUSIQ", "LAION aesthetic", "ArcFace"):
+        assert name in out, name
+    assert "hf download facebook/dinov2-base" in out and "CC BY-NC 4.0" in out and "missing" in out

@@ -13,6 +13,10 @@ Text form (grammar)::
     look       := "L" | "R" | "^" | "v"                      yaw-left, yaw-right, pitch-up, pitch-down
     duration   := positive decimal number of seconds        e.g. 20, 2.5, 0.25
 
+Limits (named constants below): each segment lasts MIN_SEGMENT_SECONDS (0.1 ms) to MAX_SEGMENT_SECONDS (600 s), a
+trajectory at most MAX_TRAJECTORY_SECONDS (3600 s) in at most MAX_SEGMENTS (1000) segments, speeds are finite and at
+most MAX_SPEED_MPS (50 m/s) and MAX_TURN_DPS (720 deg/s).
+
 Examples: ``"W20 R20"`` (forward 20 s, then yaw right 20 s), ``"_1 L3.6 R3.6 _1"``, ``"W+R5"`` (walk while turning).
 Names of the library (``LRUD``, ``worldmark:6``) are resolved by name, never by parsing letters: see
 :mod:`worldgate.trajectories.library`.
@@ -38,10 +42,21 @@ DEFAULT_YAW_DPS = 25.0  # degrees per second
 DEFAULT_PITCH_DPS = 25.0
 DEFAULT_FPS = 16.0
 
+# Limits of what a trajectory may ask for (checked where trajectories enter: the text form, dicts, with_seconds and
+# the Trajectory constructor); each error names the limit. A real rollout is minutes long: these bounds keep a typo
+# (``W100000``, ``speed_mps 1e308``) from running for hours or integrating to inf.
+MIN_SEGMENT_SECONDS = 1e-4  # 0.1 ms: shorter is a typo (and can integrate to zero frames)
+MAX_SEGMENT_SECONDS = 600.0  # 10 minutes per segment
+MAX_TRAJECTORY_SECONDS = 3600.0  # 1 hour in all
+MAX_SEGMENTS = 1000  # segments of one trajectory given as text or a list
+MAX_SPEED_MPS = 50.0  # move speed, metres per second (a fast car)
+MAX_TURN_DPS = 720.0  # yaw and pitch rates, degrees per second (two turns a second)
+
 GRAMMAR = (
     "segment := action duration; action := move | look | move+look | _ ; "
     "move := W|A|S|D (forward, strafe-left, back, strafe-right); "
-    "look := L|R|^|v (yaw-left, yaw-right, pitch-up, pitch-down); duration := seconds > 0, e.g. 'W20 R20', 'W+R5', '_1'"
+    "look := L|R|^|v (yaw-left, yaw-right, pitch-up, pitch-down); "
+    f"duration := seconds in [{MIN_SEGMENT_SECONDS:g}, {MAX_SEGMENT_SECONDS:g}], e.g. 'W20 R20', 'W+R5', '_1'"
 )
 
 
@@ -92,8 +107,11 @@ class Segment:
     def __post_init__(self):
         object.__setattr__(self, "move", Move(self.move))
         object.__setattr__(self, "look", Look(self.look))
-        if not (isinstance(self.seconds, (int, float)) and math.isfinite(self.seconds) and self.seconds > 0):
-            raise TrajectoryError(f"segment duration must be a positive number of seconds, got {self.seconds!r}")
+        sec = self.seconds
+        if not (isinstance(sec, (int, float, np.integer, np.floating)) and not isinstance(sec, bool)
+                and math.isfinite(sec) and 0 < sec <= MAX_SEGMENT_SECONDS):
+            raise TrajectoryError(f"segment duration must be a number of seconds in (0, {MAX_SEGMENT_SECONDS:g}] "
+                                  f"(MAX_SEGMENT_SECONDS), got {short_repr(sec)}")
 
     @property
     def is_hold(self) -> bool:
@@ -118,12 +136,43 @@ class Segment:
     @classmethod
     def from_dict(cls, d: dict) -> "Segment":
         try:
-            return cls(Move(d.get("move", "idle")), Look(d.get("look", "idle")), float(d["seconds"]))
-        except (KeyError, ValueError, TypeError) as e:
+            if not isinstance(d, dict):
+                raise TypeError(f"a segment is an object, got {type(d).__name__}")
+            sec = d["seconds"]
+            if isinstance(sec, bool) or not isinstance(sec, (int, float)):
+                raise TypeError(f"'seconds' must be a number, got {type(sec).__name__}")
+            seg = cls(Move(d.get("move", "idle")), Look(d.get("look", "idle")), float(sec))
+        except (KeyError, ValueError, TypeError, OverflowError) as e:
             raise TrajectoryError(
-                f"bad segment {d!r}: expected {{'move': one of {[m.value for m in Move]}, "
-                f"'look': one of {[lk.value for lk in Look]}, 'seconds': > 0}} ({e})"
+                f"bad segment {short_repr(d)}: expected {{'move': one of {[m.value for m in Move]}, "
+                f"'look': one of {[lk.value for lk in Look]}, 'seconds': in [{MIN_SEGMENT_SECONDS:g}, "
+                f"{MAX_SEGMENT_SECONDS:g}]}} ({short_repr(e, 200)})"
             ) from None
+        _check_edge_seconds(seg.seconds, f"segment {short_repr(d)}")
+        return seg
+
+
+def short_repr(x, n: int = 80) -> str:
+    """A one-line, bounded repr of user input for error messages (never recurses without bound)."""
+    try:
+        r = repr(x) if not isinstance(x, BaseException) else str(x)
+    except (RecursionError, ValueError):  # deeply nested, or an int too long to print
+        r = f"<{type(x).__name__}>"
+    r = r.replace("\n", "\\n").replace("\r", "\\r")
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _check_edge_seconds(seconds: float, what: str) -> None:
+    """The lower bound of a segment duration, checked where durations enter (text, dicts, ``with_seconds``), not in
+    the Segment constructor: derived schedules (an Engine fault's stall windows) may cut finer."""
+    if seconds < MIN_SEGMENT_SECONDS:
+        raise TrajectoryError(f"{what}: a segment lasts at least MIN_SEGMENT_SECONDS = {MIN_SEGMENT_SECONDS:g} s, "
+                              f"got {seconds!r}")
+
+
+def _check_edge_count(n: int, what: str) -> None:
+    if n > MAX_SEGMENTS:
+        raise TrajectoryError(f"{what} has {n} segments: at most MAX_SEGMENTS = {MAX_SEGMENTS}")
 
 
 def _fmt_seconds(s: float) -> str:
@@ -132,6 +181,7 @@ def _fmt_seconds(s: float) -> str:
 
 _MOVES = {m.value: m for m in Move if m is not Move.IDLE}
 _LOOKS = {lk.value: lk for lk in Look if lk is not Look.IDLE}
+MAX_TOKEN_CHARS = 64  # one token of the text form ("W+R2.5"); longer is not a segment
 _TOKEN = re.compile(r"^(?P<action>[^0-9.]+?)(?P<dur>[0-9]*\.?[0-9]+)$")
 
 
@@ -139,16 +189,21 @@ def parse_segments(text: str) -> list[Segment]:
     """Parse the text form (see module docstring). Errors name the bad token, its position and the grammar."""
     if not isinstance(text, str) or not text.strip():
         raise TrajectoryError(f"empty trajectory text; expected e.g. 'W20 R20'. Grammar: {GRAMMAR}")
+    tokens = text.split()
+    _check_edge_count(len(tokens), "trajectory text")
     segments = []
-    for i, tok in enumerate(text.split(), start=1):
-        m = _TOKEN.match(tok)
+    for i, tok in enumerate(tokens, start=1):
+        m = _TOKEN.match(tok) if len(tok) <= MAX_TOKEN_CHARS else None
         if not m:
             raise TrajectoryError(
-                f"bad token {tok!r} (token {i} of {text!r}): needs an action followed by seconds. Grammar: {GRAMMAR}"
+                f"bad token {short_repr(tok, 40)} (token {i} of {short_repr(text, 60)}): needs an action followed by "
+                f"seconds (at most {MAX_TOKEN_CHARS} characters). Grammar: {GRAMMAR}"
             )
         action, dur = m.group("action"), float(m.group("dur"))
-        if dur <= 0:
-            raise TrajectoryError(f"bad token {tok!r} (token {i}): duration must be > 0 seconds. Grammar: {GRAMMAR}")
+        if not (MIN_SEGMENT_SECONDS <= dur <= MAX_SEGMENT_SECONDS):
+            raise TrajectoryError(
+                f"bad token {tok!r} (token {i}): duration must be in [{MIN_SEGMENT_SECONDS:g}, "
+                f"{MAX_SEGMENT_SECONDS:g}] seconds (MIN_SEGMENT_SECONDS, MAX_SEGMENT_SECONDS). Grammar: {GRAMMAR}")
         move, look = Move.IDLE, Look.IDLE
         if action != "_":
             parts = action.split("+")
@@ -165,7 +220,8 @@ def parse_segments(text: str) -> list[Segment]:
                         hint = " (pitch-up is '^'; 'U' is not a token)"
                     elif p.lower() in ("w", "a", "s", "d", "l", "r") and p not in _MOVES and p not in _LOOKS:
                         hint = f" (tokens are case-sensitive: did you mean {p.upper()!r}?)"
-                    raise TrajectoryError(f"bad token {tok!r} (token {i}): unknown or repeated action {p!r}{hint}. Grammar: {GRAMMAR}")
+                    raise TrajectoryError(f"bad token {tok!r} (token {i}): unknown or repeated action {p!r}{hint}. "
+                                          f"Grammar: {GRAMMAR}")
         segments.append(Segment(move, look, dur))
     return segments
 
@@ -221,9 +277,16 @@ class Trajectory:
         if not self.segments:
             raise TrajectoryError("a trajectory needs at least one segment")
         self.segments = [s if isinstance(s, Segment) else Segment.from_dict(s) for s in self.segments]
-        for nm, v in (("speed", self.speed), ("yaw_rate", self.yaw_rate), ("pitch_rate", self.pitch_rate)):
-            if not (math.isfinite(v) and v >= 0):
-                raise TrajectoryError(f"{nm} must be a finite number >= 0, got {v!r}")
+        for nm, v, top, const in (("speed (speed_mps)", self.speed, MAX_SPEED_MPS, "MAX_SPEED_MPS"),
+                                  ("yaw_rate (yaw_dps)", self.yaw_rate, MAX_TURN_DPS, "MAX_TURN_DPS"),
+                                  ("pitch_rate (pitch_dps)", self.pitch_rate, MAX_TURN_DPS, "MAX_TURN_DPS")):
+            if not (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                    and math.isfinite(v) and 0 <= v <= top):
+                raise TrajectoryError(f"{nm} must be a finite number in [0, {top:g}] ({const}), got {short_repr(v)}")
+        total = self.duration
+        if total > MAX_TRAJECTORY_SECONDS:
+            raise TrajectoryError(f"trajectory lasts {total:g} s: at most MAX_TRAJECTORY_SECONDS = "
+                                  f"{MAX_TRAJECTORY_SECONDS:g} s in all")
 
     # ---------------------------------------------------------------- text / dict
     @classmethod
@@ -245,27 +308,39 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trajectory":
+        if not isinstance(d, dict):
+            raise TrajectoryError(f"a trajectory dict is an object, got {type(d).__name__}")
         segs = d.get("segments")
         if segs is None:
             if not isinstance(d.get("text"), str):
                 raise TrajectoryError(f"trajectory dict needs 'segments' (a list) or 'text' (a string), "
-                                      f"got keys {sorted(map(str, d))}")
+                                      f"got keys {short_repr(sorted(map(str, d)))}")
             segs = parse_segments(d["text"])
         if not isinstance(segs, list) or not all(isinstance(s, (dict, Segment)) for s in segs):
             raise TrajectoryError("trajectory 'segments' must be a list of {'move', 'look', 'seconds'} objects")
+        _check_edge_count(len(segs), "trajectory 'segments'")
         name = d.get("name")
-        try:
-            rates = {k: float(d.get(key, default)) for k, key, default in (
-                ("speed", "speed_mps", DEFAULT_SPEED_MPS), ("yaw_rate", "yaw_dps", DEFAULT_YAW_DPS),
-                ("pitch_rate", "pitch_dps", DEFAULT_PITCH_DPS))}
-        except (TypeError, ValueError) as e:
-            raise TrajectoryError(f"trajectory speeds must be numbers ({e})") from None
+        rates = {}
+        for k, key, default in (("speed", "speed_mps", DEFAULT_SPEED_MPS), ("yaw_rate", "yaw_dps", DEFAULT_YAW_DPS),
+                                ("pitch_rate", "pitch_dps", DEFAULT_PITCH_DPS)):
+            v = d.get(key, default)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TrajectoryError(f"trajectory {key!r} must be a number, got {type(v).__name__} {short_repr(v)}")
+            try:
+                rates[k] = float(v)
+            except OverflowError:
+                raise TrajectoryError(f"trajectory {key!r} is out of range, got {short_repr(v)}") from None
         return cls([Segment.from_dict(s) if isinstance(s, dict) else s for s in segs], **rates,
                    name=name if isinstance(name, str) else None)
 
     def with_seconds(self, seconds: float) -> "Trajectory":
         """The same actions with every non-hold segment lasting ``seconds`` (for quick runs and tests)."""
-        segs = [s if s.is_hold else Segment(s.move, s.look, seconds) for s in self.segments]
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)) or \
+                not (math.isfinite(seconds) and MIN_SEGMENT_SECONDS <= seconds <= MAX_SEGMENT_SECONDS):
+            raise TrajectoryError(f"seconds per segment must be a number in [{MIN_SEGMENT_SECONDS:g}, "
+                                  f"{MAX_SEGMENT_SECONDS:g}] (MIN_SEGMENT_SECONDS, MAX_SEGMENT_SECONDS), "
+                                  f"got {short_repr(seconds)}")
+        segs = [s if s.is_hold else Segment(s.move, s.look, float(seconds)) for s in self.segments]
         return Trajectory(segs, self.speed, self.yaw_rate, self.pitch_rate, self.name)
 
     # ---------------------------------------------------------------- timing
@@ -279,7 +354,7 @@ class Trajectory:
 
     def n_frames(self, fps: float) -> int:
         """Frames i/fps for 0 <= i/fps < duration (the end pose is reached at t = duration, one frame later)."""
-        return int(math.ceil(round(self.duration * fps, 9)))
+        return int(math.ceil(round(self.duration * _check_fps(fps), 9)))
 
     def segment_frames(self, fps: float, n_frames: int | None = None) -> list[tuple[int, int]]:
         n = self.n_frames(fps) if n_frames is None else n_frames
@@ -367,7 +442,7 @@ class Trajectory:
     def poses(self, fps: float, n_frames: int | None = None) -> np.ndarray:
         """Commanded c2w poses (F, 4, 4) float64 at t_i = i / fps (frames past the end hold the final pose)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
-        pos, yaw, pitch = self._states_at(np.arange(n) / fps)
+        pos, yaw, pitch = self._states_at(np.arange(n) / _check_fps(fps))
         cy, sy, cp, sp = np.cos(yaw), np.sin(yaw), np.cos(pitch), np.sin(pitch)
         out = np.zeros((n, 4, 4))
         out[:, 3, 3] = 1.0
@@ -381,7 +456,7 @@ class Trajectory:
     def angles(self, fps: float, n_frames: int | None = None) -> np.ndarray:
         """Commanded (yaw, pitch) in degrees per frame, unwrapped (yaw can pass 360)."""
         n = self.n_frames(fps) if n_frames is None else n_frames
-        _, yaw, pitch = self._states_at(np.arange(n) / fps)
+        _, yaw, pitch = self._states_at(np.arange(n) / _check_fps(fps))
         return np.degrees(np.stack([yaw, pitch], axis=1))
 
     # ---------------------------------------------------------------- phases
@@ -430,6 +505,17 @@ class Trajectory:
             else:
                 phases.append(Phase(str(lab), float(b[i]), float(b[i + 1]), (i,)))
         return phases
+
+
+def _check_fps(fps) -> float:
+    """A frame rate must be a finite number > 0 (each model bounds its own range, e.g. the Engine's fps)."""
+    try:
+        f = float(fps)
+    except (TypeError, ValueError, OverflowError):
+        f = float("nan")
+    if isinstance(fps, bool) or not (math.isfinite(f) and f > 0):
+        raise TrajectoryError(f"fps must be a finite number > 0, got {short_repr(fps)}")
+    return f
 
 
 def concat(trajs: Iterable[Trajectory]) -> Trajectory:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from difflib import get_close_matches
 
-from .core import Look, Move, Segment, Trajectory, TrajectoryError, parse_segments
+from .core import Look, Move, Segment, Trajectory, TrajectoryError, parse_segments, short_repr
 
 WORLDMARK_SECONDS_PER_KEY = 20.0
 WORLDMARK_FPS = 16.0
@@ -39,7 +39,7 @@ def worldmark(action_id: int, seconds_per_key: float = WORLDMARK_SECONDS_PER_KEY
     try:
         keys = WORLDMARK_PROTOCOL[int(action_id)]
     except (KeyError, ValueError, TypeError):
-        raise TrajectoryError(f"unknown WorldMark action id {action_id!r}: valid ids are 1..15") from None
+        raise TrajectoryError(f"unknown WorldMark action id {short_repr(action_id, 40)}: valid ids are 1..15") from None
     segs = [Segment(*_WM_KEYS[k], seconds_per_key) for k in keys]
     return Trajectory(segs, name=f"worldmark:{int(action_id)}")
 
@@ -56,7 +56,8 @@ def worldmembench(name: str, yaw_rate: float = 25.0, pitch_rate: float = 25.0) -
             deg, rate = (WMB_PITCH_DEG, pitch_rate) if ch in "UD" else (WMB_YAW_DEG, yaw_rate)
             segs.append(Segment(Move.IDLE, lk, deg / rate))
     else:
-        raise TrajectoryError(f"unknown WorldMemBench trajectory {name!r}: expected one of {WORLDMEMBENCH_NAMES}")
+        raise TrajectoryError(f"unknown WorldMemBench trajectory {short_repr(name, 40)}: expected one of "
+                              f"{WORLDMEMBENCH_NAMES}")
     segs = [Segment(seconds=WMB_HOLD_V)] + segs + [Segment(seconds=WMB_HOLD_H)]
     return Trajectory(segs, yaw_rate=yaw_rate, pitch_rate=pitch_rate, name=name)
 
@@ -94,6 +95,9 @@ def resolve(spec) -> Trajectory:
         return spec
     if isinstance(spec, dict):
         if spec.get("name") and not spec.get("segments") and not spec.get("text"):
+            if not isinstance(spec["name"], str):  # a name is a string (a nested dict here would recurse)
+                raise TrajectoryError(f"trajectory 'name' must be a string such as 'worldmark:6' or 'LRUD', got "
+                                      f"{type(spec['name']).__name__}")
             return resolve(spec["name"])
         return Trajectory.from_dict(spec)
     if isinstance(spec, str):
@@ -104,7 +108,7 @@ def resolve(spec) -> Trajectory:
         try:
             return Trajectory(parse_segments(spec))
         except TrajectoryError as e:
-            close = get_close_matches(spec.strip(), names(), n=3)
+            close = get_close_matches(spec.strip(), names(), n=3) if len(spec) <= 64 else []
             hint = f" Did you mean the named trajectory {' or '.join(map(repr, close))}?" if close else ""
             raise TrajectoryError(f"{e}.{hint} Named trajectories: {', '.join(names())}") from None
     raise TrajectoryError(f"cannot make a trajectory from {type(spec).__name__}: give a name, text or dict")

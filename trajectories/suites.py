@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,20 @@ from typing import Any
 import numpy as np
 
 from . import library
-from .core import Trajectory, TrajectoryError
+from .core import Trajectory, TrajectoryError, short_repr
 from .registry import Registry
 
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+# Limits of a case (checked in Case, so every suite obeys them; errors name the constant)
+MIN_IMAGE_SIDE = 16  # image_size: [width, height], integers in [MIN_IMAGE_SIDE, MAX_IMAGE_SIDE] pixels
+MAX_IMAGE_SIDE = 16384
+# intrinsics [fx, fy, cx, cy]: finite; with image_size, fx and fy in [FOCAL_MIN_RATIO, FOCAL_MAX_RATIO] x the larger
+# image side (a horizontal FOV of about 169 deg down to 0.6 deg) and the principal point within one image size of the
+# image (cx in [-width, 2 * width], cy in [-height, 2 * height]); without image_size, the same for the largest image
+FOCAL_MIN_RATIO = 0.05
+FOCAL_MAX_RATIO = 100.0
+MAX_JSON_DEPTH = 32  # nesting of a manifest's JSON values (a case is a few levels deep)
 
 
 class SuiteError(ValueError):
@@ -33,10 +44,50 @@ def check_case_id(case_id: str) -> str:
     """Case ids become folder names: only [A-Za-z0-9_.-], not starting with a dot, no '..'."""
     if not isinstance(case_id, str) or not CASE_ID.fullmatch(case_id) or ".." in case_id:
         raise SuiteError(
-            f"case id {case_id!r} is not safe as a folder name: use 1-128 characters from [A-Za-z0-9_.-], "
+            f"case id {short_repr(case_id, 60)} is not safe as a folder name: use 1-128 characters from "
+            "[A-Za-z0-9_.-], "
             "starting with a letter or digit, without '..'"
         )
     return case_id
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_image_size(size, what: str = "case") -> tuple[int, int]:
+    """``[width, height]``: two integers in [MIN_IMAGE_SIDE, MAX_IMAGE_SIDE]."""
+    if not isinstance(size, (list, tuple)) or len(size) != 2 or not all(
+            _is_int(v) and MIN_IMAGE_SIDE <= v <= MAX_IMAGE_SIDE for v in size):
+        raise SuiteError(f"{what}: image_size must be [width, height], integers in [{MIN_IMAGE_SIDE}, "
+                         f"{MAX_IMAGE_SIDE}] pixels (MIN_IMAGE_SIDE, MAX_IMAGE_SIDE), got {short_repr(size)}")
+    return int(size[0]), int(size[1])
+
+
+def check_intrinsics(k, size: tuple[int, int] | None, what: str = "case") -> list[float]:
+    """``[fx, fy, cx, cy]`` in pixels of an image of ``size``: finite, focal lengths within [FOCAL_MIN_RATIO,
+    FOCAL_MAX_RATIO] x the larger image side, the principal point within one image size of the image."""
+    if not isinstance(k, (list, tuple, np.ndarray)) or len(k) != 4 or not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in k):
+        raise SuiteError(f"{what}: intrinsics must be 4 numbers [fx, fy, cx, cy], got {short_repr(k)}")
+    try:
+        fx, fy, cx, cy = (float(v) for v in k)
+    except OverflowError:
+        raise SuiteError(f"{what}: intrinsics are out of range, got {short_repr(k)}") from None
+    w, h = size if size is not None else (MAX_IMAGE_SIDE, MAX_IMAGE_SIDE)
+    side = max(w, h) if size is not None else MIN_IMAGE_SIDE
+    fmin, fmax = FOCAL_MIN_RATIO * side, FOCAL_MAX_RATIO * max(w, h)
+    if not all(math.isfinite(v) for v in (fx, fy, cx, cy)):
+        raise SuiteError(f"{what}: intrinsics must be finite numbers [fx, fy, cx, cy], got {short_repr(k)}")
+    if not (fmin <= fx <= fmax and fmin <= fy <= fmax):
+        ref = f"image_size {w}x{h}" if size is not None else "any image (no image_size given)"
+        raise SuiteError(f"{what}: focal lengths fx, fy must be in [{fmin:g}, {fmax:g}] pixels for {ref} "
+                         f"(FOCAL_MIN_RATIO = {FOCAL_MIN_RATIO:g} to FOCAL_MAX_RATIO = {FOCAL_MAX_RATIO:g} x the "
+                         f"larger side), got fx={fx:g}, fy={fy:g}")
+    if not (-w <= cx <= 2 * w and -h <= cy <= 2 * h):
+        raise SuiteError(f"{what}: principal point ({cx:g}, {cy:g}) is more than one image size outside the "
+                         f"{w}x{h} image (cx in [-width, 2 width], cy in [-height, 2 height])")
+    return [fx, fy, cx, cy]
 
 
 @dataclass
@@ -61,11 +112,10 @@ class Case:
         check_case_id(self.id)
         if self.view not in ("first", "third"):
             raise SuiteError(f"case {self.id}: view must be 'first' or 'third', got {self.view!r}")
+        if self.image_size is not None:
+            self.image_size = check_image_size(self.image_size, f"case {self.id}")
         if self.intrinsics is not None:
-            k = np.asarray(self.intrinsics, dtype=float).reshape(-1)
-            if k.shape != (4,) or not np.all(np.isfinite(k)) or k[0] <= 0 or k[1] <= 0:
-                raise SuiteError(f"case {self.id}: intrinsics must be [fx, fy, cx, cy] with fx, fy > 0, got {self.intrinsics!r}")
-            self.intrinsics = [float(v) for v in k]
+            self.intrinsics = check_intrinsics(self.intrinsics, self.image_size, f"case {self.id}")
 
     @property
     def hfov_deg(self) -> float | None:
@@ -88,17 +138,20 @@ class Case:
             raise SuiteError(f"a case must be a JSON object, got {type(d).__name__}")
         missing = {"id", "trajectory"} - set(d)
         if missing:
-            raise SuiteError(f"case {d.get('id', '?')!r} lacks {sorted(missing)}; a case needs at least 'id' and 'trajectory'")
+            raise SuiteError(f"case {short_repr(d.get('id', '?'), 60)} lacks {sorted(missing)}; a case needs at least "
+                             "'id' and 'trajectory'")
+        cid = d.get("id")
+        check_case_id(cid)
+        check_depth(d, f"case {cid!r}")
         try:
             traj = library.resolve(d["trajectory"])
         except TrajectoryError as e:
-            raise SuiteError(f"case {d.get('id')!r}: {e}") from None
-        cid = d.get("id")
+            raise SuiteError(f"case {cid!r}: {e}") from None
 
         def want(key, types, what):
             v = d.get(key)
             if v is not None and not isinstance(v, types):
-                raise SuiteError(f"case {cid!r}: {key!r} must be {what}, got {type(v).__name__} {v!r:.60}")
+                raise SuiteError(f"case {cid!r}: {key!r} must be {what}, got {type(v).__name__} {short_repr(v, 60)}")
             return v
 
         want("prompt", str, "a string")
@@ -111,7 +164,7 @@ class Case:
             if not isinstance(t, dict) or not isinstance(t.get("mask"), str) or \
                     t.get("kind") not in ("human", "object", "event") or not isinstance(t.get("name", ""), str):
                 raise SuiteError(f"case {cid!r}: each target needs 'kind' (human, object or event), 'mask' (a PNG "
-                                 f"path) and optionally 'name', got {t!r:.80}")
+                                 f"path) and optionally 'name', got {short_repr(t)}")
         dyn = want("dynamic", dict, "an object {gate, questions}")
         if dyn is not None:
             qs = dyn.get("questions")
@@ -123,18 +176,28 @@ class Case:
         want("view", str, "'first' or 'third'")
         want("suite", str, "a string")
         size = want("image_size", (list, tuple), "[width, height]")
-        if size is not None and (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
-                                                             for v in size)):
-            raise SuiteError(f"case {cid!r}: image_size must be [width, height] in pixels, got {size!r}")
+        if size is not None:
+            size = check_image_size(size, f"case {cid!r}")
         k = want("intrinsics", (list, tuple), "[fx, fy, cx, cy]")
-        if k is not None and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in k):
-            raise SuiteError(f"case {cid!r}: intrinsics must be 4 numbers [fx, fy, cx, cy], got {k!r}")
+        if k is not None:
+            k = check_intrinsics(k, size, f"case {cid!r}")
         return cls(
             id=cid, suite=d.get("suite") or suite, trajectory=traj, prompt=d.get("prompt") or "",
             prompt_source=d.get("prompt_source"), image=d.get("image"), scene=d.get("scene"),
             intrinsics=k, image_size=tuple(size) if size else None, view=d.get("view") or "first",
             tags=dict(d.get("tags") or {}), targets=targets, dynamic=dyn,
         )
+
+
+def check_depth(value, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """JSON values nest at most ``limit`` (MAX_JSON_DEPTH) levels; checked without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            if depth > limit:
+                raise SuiteError(f"{what}: JSON nested deeper than {limit} levels (MAX_JSON_DEPTH)")
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
 
 
 # ------------------------------------------------------------------------------------------------ engine cases
@@ -151,20 +214,47 @@ def engine_intrinsics(hfov_deg: float = ENGINE_HFOV_DEG, size=ENGINE_IMAGE_SIZE)
 # -------------------------------------------------------------------------------------------------------- manifests
 def manifest_suite(path: str | Path | None = None, data: str | Path | None = None, **_) -> list[Case]:
     path = Path(path or data or "")
+    if path.is_dir():
+        raise SuiteError(f"manifest {str(path)!r} is a folder: give a .json (list of cases) or .jsonl (one case per "
+                         "line) file")
     if not path.is_file():
         raise SuiteError(f"manifest {str(path)!r} not found: give a .json (list of cases) or .jsonl (one case per line)")
-    text = path.read_text()
     try:
-        rows = [json.loads(ln) for ln in text.splitlines() if ln.strip()] if path.suffix == ".jsonl" else json.loads(text)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SuiteError(f"manifest {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    jsonl = path.suffix == ".jsonl"
+    rows, where, lines = [], "file", []
+    try:
+        if jsonl:
+            for n, ln in enumerate(text.splitlines(), start=1):
+                if ln.strip():
+                    where = f"line {n}"
+                    rows.append(json.loads(ln))
+                    lines.append(n)
+        else:
+            rows = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SuiteError(f"manifest {path}: not valid JSON ({e})") from None
-    if isinstance(rows, dict):
-        rows = rows.get("cases", [])
+        raise SuiteError(f"manifest {path}: not valid JSON ({where}: {e})") from None
+    except RecursionError:
+        raise SuiteError(f"manifest {path}: JSON nested too deeply ({where}); cases nest at most "
+                         f"{MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)") from None
+    except ValueError as e:  # e.g. an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise SuiteError(f"manifest {path}: unreadable JSON value ({where}: {short_repr(e, 120)})") from None
+    if isinstance(rows, dict):  # {"cases": [...]}, or a single case object
+        rows = rows.get("cases", [rows])
     if not isinstance(rows, list):
-        raise SuiteError(f"manifest {path}: expected a list of cases")
-    cases = [Case.from_dict(r, suite=path.stem) for r in rows]
-    ids = [c.id for c in cases]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise SuiteError(f"manifest {path}: expected a list of cases (or one case object), got {type(rows).__name__}")
+    if not rows:
+        raise SuiteError(f"manifest {path}: no cases; give at least one case object with 'id' and 'trajectory'")
+    cases = []
+    for n, r in enumerate(rows, start=1):
+        try:
+            cases.append(Case.from_dict(r, suite=path.stem))
+        except SuiteError as e:
+            at = f"line {lines[n - 1]}" if jsonl and isinstance(rows, list) and len(lines) == len(rows) else f"case {n}"
+            raise SuiteError(f"manifest {path}, {at}: {e}") from None
+    dup = sorted(i for i, c in Counter(c.id for c in cases).items() if c > 1)
     if dup:
         raise SuiteError(f"manifest {path}: duplicate case ids {dup[:5]}")
     for c in cases:  # relative image and mask paths are relative to the manifest

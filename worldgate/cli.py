@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError, get_info, list_models
@@ -22,7 +23,7 @@ from worldgate.trajectories.core import GRAMMAR, TrajectoryError
 from worldgate.trajectories.library import describe
 from worldgate.trajectories.suites import SUITE_HELP, SuiteError
 
-from . import dist
+from . import dist, doctor
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -42,8 +43,9 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, help="chunks held in context (with --context; default unlimited)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="overrides: model.K=V (or bare K=V) for the adapter, suite.K=V, trajectory.seconds=S "
-                        "(every moving segment lasts S seconds: quick runs)")
+                   help="overrides, anywhere on the line: model.K=V (or bare K=V) for the adapter, suite.K=V, "
+                        "trajectory.seconds=S (every moving segment lasts S seconds: quick runs), context.K=V; an "
+                        "unknown key is an error with a did-you-mean")
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
@@ -81,6 +83,18 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
             return 0
     return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
                         progress=not a.no_progress)
+
+
+def cmd_doctor(a: argparse.Namespace) -> int:
+    table = doctor.rows(a.backend)
+    _table(["model", "used by", "source", "id", "status", "licence", "fetch"],
+           [[r["model"], r["used_by"], r["source"], r["id"], r["status"], r["licence"], r["fetch"]] for r in table])
+    miss = doctor.missing(table)
+    if miss:
+        print(f"\n{len(miss)} model(s) --backend {a.backend} needs are missing: fetch them with the commands above "
+              "(on a connected machine, into the same HF_HOME / TORCH_HOME)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -230,24 +244,77 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--out", required=True, help="run folder to write records into")
     im.add_argument("--arena", help="WorldMark arena_inputs (prompts, intrinsics) for deliveries made outside worldgate")
     im.set_defaults(fn=cmd_import)
+    dr = sub.add_parser("doctor", help="the models the learned metrics need: source, present or missing, licence, "
+                                       "fetch command (exit 1 when something is missing)")
+    dr.add_argument("--backend", default="learned", choices=["classical", "learned"])
+    dr.set_defaults(fn=cmd_doctor)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
     ls.set_defaults(fn=cmd_list)
     return p
 
 
+#: Error policy of every command (``_run``):
+#: - input errors, the user's to fix, are one line ``error: ...`` on stderr and exit status 2: a bad name
+#:   (UnknownNameError), suite, trajectory, adapter or value (SuiteError, TrajectoryError, AdapterError, ValueError,
+#:   which covers JSON and Unicode decoding errors), input nested too deeply (RecursionError), and a path that is
+#:   missing, a file where a folder belongs (or the reverse), or not permitted (OSError: FileNotFoundError,
+#:   FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ...);
+#: - anything else is a bug in worldgate: one line ``error: internal error ...`` and exit status 70 (EX_SOFTWARE),
+#:   or with -v the full traceback (-v also prints the traceback of an input error, above its line);
+#: - Ctrl-C exits 130 with ``interrupted``. argparse's own usage errors exit 2 as usual.
+INPUT_ERRORS = (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, RecursionError, OSError)
+EXIT_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 2, 70, 130
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "input nested too deeply (maximum recursion depth exceeded)"
+    text = str(e).strip() or type(e).__name__
+    lines = text.splitlines()
+    # a multi-line message (a model's stderr tail) stays readable: its first line, then the rest indented
+    return lines[0] if len(lines) == 1 else lines[0] + "".join(f"\n  {ln}" for ln in lines[1:])
+
+
 def _run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+    verbose = bool(getattr(args, "verbose", False))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.fn(args) or 0)
-    except (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, FileNotFoundError) as e:  # noqa
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except INPUT_ERRORS as e:
+        if verbose:
+            traceback.print_exc()
+        print(f"error: {_message(e)}", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as e:  # a bug: see the policy above
+        if verbose:
+            raise
+        print(f"error: internal error ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}); this is a bug "
+              "in worldgate: rerun with -v for the traceback and report it", file=sys.stderr)
+        return EXIT_BUG
+
+
+def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """Parse ``argv``; ``key=value`` overrides may go anywhere on the line (before, between or after options) for
+    the commands that take them. argparse only collects a positional list where it first meets one, so the rest
+    come back as unknown arguments: the ``key=value`` ones (anything not starting with ``-``) join the overrides in
+    command-line order; an unknown option is still a usage error."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "overrides") or any(x.startswith("-") for x in extra):
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            target = subs[0].choices.get(getattr(args, "cmd", None), parser) if subs else parser
+            target.error(f"unrecognized arguments: {' '.join(extra)}")  # the command's own usage line
+        args.overrides = list(args.overrides or []) + extra
+    return args
 
 
 def main(argv=None) -> int:
-    return _run(build_parser().parse_args(argv))
+    return _run(_parse(build_parser(), argv))
 
 
 def generate_main(argv=None) -> int:
@@ -255,7 +322,7 @@ def generate_main(argv=None) -> int:
     p.add_argument("-v", "--verbose", action="store_true")
     _add_generate(p)
     p.set_defaults(fn=cmd_generate)
-    return _run(p.parse_args(argv))
+    return _run(_parse(p, argv))
 
 
 def evaluate_main(argv=None) -> int:
@@ -263,7 +330,7 @@ def evaluate_main(argv=None) -> int:
     p.add_argument("-v", "--verbose", action="store_true")
     _add_evaluate(p)
     p.set_defaults(fn=cmd_evaluate)
-    return _run(p.parse_args(argv))
+    return _run(_parse(p, argv))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,11 @@ its own scenes.
 
 Model args (``--model-args`` / ``key=value``): ``width``, ``height`` (default 256), ``fps`` (16), ``chunk`` (frames
 per chunk, 16), ``fog_m`` (view distance, 28 m), ``threads`` (0: all cores, 1: one), ``sample`` (ray grid in pixels,
-4; 1 traces every pixel).
+4; 1 traces every pixel). Limits (constants below, named in each error): width and height even integers in
+[ENGINE_MIN_SIDE, ENGINE_MAX_SIDE] = [16, 4096]; fps in [ENGINE_MIN_FPS, ENGINE_MAX_FPS] = [1, 120]; chunk in [1,
+ENGINE_MAX_CHUNK]; fog_m finite in (0, ENGINE_MAX_FOG_M]; threads in [0, ENGINE_MAX_THREADS]; sample a power of two
+in [1, ENGINE_MAX_SAMPLE]. Unknown model args are errors with a did-you-mean (``MODEL_ARGS``: none beyond the
+constructor's parameters).
 """
 
 from __future__ import annotations
@@ -19,8 +23,51 @@ from typing import Iterator
 import numpy as np
 
 from worldgate.trajectories.core import Trajectory
+from worldgate.trajectories.registry import did_you_mean
 
 from ..base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
+
+# bounds of the Engine's model args (see the module docstring)
+ENGINE_MIN_SIDE, ENGINE_MAX_SIDE = 16, 4096  # width, height: even pixels (video encoders need even sides)
+ENGINE_MIN_FPS, ENGINE_MAX_FPS = 1.0, 120.0
+ENGINE_MAX_CHUNK = 1024  # frames per chunk
+ENGINE_MAX_FOG_M = 10_000.0  # view distance, metres
+ENGINE_MAX_THREADS = 1024
+ENGINE_MAX_SAMPLE = 64  # ray grid, pixels
+ENGINE_MAX_SCENE_SEED = 2**32 - 1  # a case's scene {"seed": ...}
+
+
+def _arg(name: str, value, kind: type, lo, hi, limits: str):
+    """``value`` as ``kind`` (int: integral numbers only; float: finite) within [lo, hi] (lo None: (0, hi]), else an
+    AdapterError that names the arg, its range and the constants that bound it."""
+    rng = f"in [{lo:g}, {hi:g}]" if lo is not None else f"in (0, {hi:g}]"
+    what = "an integer" if kind is int else "a finite number"
+    shown = repr(value) if isinstance(value, (int, float, str)) else type(value).__name__
+    err = AdapterError(f"engine: {name} must be {what} {rng} ({limits}), got {shown[:40]}")
+    if isinstance(value, (bool, np.bool_)):
+        raise err
+    try:
+        f = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise err from None
+    if not math.isfinite(f) or (kind is int and f != int(f)) or not (lo <= f <= hi if lo is not None else 0 < f <= hi):
+        raise err
+    return int(f) if kind is int else f
+
+
+def _init_params(cls) -> set[str]:
+    """Keyword parameters of every ``__init__`` along ``cls``'s MRO down to EngineAdapter (subclasses add theirs)."""
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            names |= {p for p in inspect.signature(vars(klass)["__init__"]).parameters
+                      if p not in ("self", "kw", "kwargs", "model_args")}
+        if klass is EngineAdapter:
+            break
+    return names
+
 
 THIRD_PERSON_EYE_M = 2.2
 FIRST_PERSON_EYE_M = 1.6
@@ -54,17 +101,31 @@ class EngineAdapter(Adapter):
         notes="CPU voxel world with ground truth: renders exactly the commanded poses",
     )
 
+    #: model args beyond the constructor's parameters: none (generate checks keys against this, see runner.py)
+    MODEL_ARGS: tuple[str, ...] = ()
+
     def __init__(self, width: int = 256, height: int = 256, fps: float = 16.0, chunk: int = 16, fog_m: float = 28.0,
                  threads: int = 0, sample: int = 4, **model_args):
-        super().__init__(width=int(width), height=int(height), fps=float(fps), chunk=int(chunk), fog_m=float(fog_m),
-                         **model_args)
-        self.threads = int(threads)  # 1: one core; 0: all cores (frames are identical either way)
-        self.sample = int(sample)  # ray grid in pixels (a power of two); 1 traces every pixel
-        if self.sample < 1 or self.sample & (self.sample - 1):
-            raise AdapterError(f"engine: sample must be a power of two >= 1, got {sample}")
-        self.width, self.height, self.fps, self.chunk, self.fog_m = int(width), int(height), float(fps), int(chunk), float(fog_m)
-        if self.width < 16 or self.height < 16 or self.fps <= 0 or self.chunk < 1:
-            raise AdapterError(f"engine: bad size/fps/chunk {self.width}x{self.height} @ {self.fps} fps, chunk {self.chunk}")
+        if model_args:  # a subclass takes its own args before calling here: anything left is unknown
+            k = min(model_args)
+            raise did_you_mean(f"{self.info.name} model arg", k, _init_params(type(self)))
+        side = "ENGINE_MIN_SIDE, ENGINE_MAX_SIDE"
+        width = _arg("width", width, int, ENGINE_MIN_SIDE, ENGINE_MAX_SIDE, side)
+        height = _arg("height", height, int, ENGINE_MIN_SIDE, ENGINE_MAX_SIDE, side)
+        if width % 2 or height % 2:
+            raise AdapterError(f"engine: width and height must be even (video encoders need even sides), got "
+                               f"{width}x{height}")
+        fps = _arg("fps", fps, float, ENGINE_MIN_FPS, ENGINE_MAX_FPS, "ENGINE_MIN_FPS, ENGINE_MAX_FPS")
+        chunk = _arg("chunk", chunk, int, 1, ENGINE_MAX_CHUNK, "ENGINE_MAX_CHUNK")
+        fog_m = _arg("fog_m", fog_m, float, None, ENGINE_MAX_FOG_M, "ENGINE_MAX_FOG_M")
+        super().__init__(width=width, height=height, fps=fps, chunk=chunk, fog_m=fog_m)
+        self.threads = _arg("threads", threads, int, 0, ENGINE_MAX_THREADS, "ENGINE_MAX_THREADS")  # 1: one core; 0: all
+        # ray grid in pixels (a power of two); 1 traces every pixel
+        self.sample = _arg("sample", sample, int, 1, ENGINE_MAX_SAMPLE, "ENGINE_MAX_SAMPLE")
+        if self.sample & (self.sample - 1):
+            raise AdapterError(f"engine: sample must be a power of two in [1, {ENGINE_MAX_SAMPLE}] "
+                               f"(ENGINE_MAX_SAMPLE), got {sample}")
+        self.width, self.height, self.fps, self.chunk, self.fog_m = width, height, fps, chunk, fog_m
         self._worlds: dict = {}
 
     # ------------------------------------------------------------------------------------------------ plan
@@ -74,6 +135,10 @@ class EngineAdapter(Adapter):
                 f"engine renders its own scenes and cannot be conditioned on an image (case {case.id} of suite "
                 f"{case.suite!r}); run an Engine suite such as 'worldmark-engine' instead"
             )
+        seed = case.scene.get("seed") if isinstance(case.scene, dict) else None
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= ENGINE_MAX_SCENE_SEED:
+            raise AdapterError(f"engine: case {case.id}'s scene needs a 'seed', an integer in [0, "
+                               f"{ENGINE_MAX_SCENE_SEED}] (ENGINE_MAX_SCENE_SEED), got {seed!r:.40}")
         traj, fps = case.trajectory, self.fps
         n = traj.n_frames(fps)
         poses = traj.poses(fps, n)

@@ -21,7 +21,7 @@ import numpy as np
 
 from worldgate.adapters.context import ContextPolicy, chunk_infos, kv_bytes
 
-from ..base import AdapterInfo
+from ..base import AdapterError, AdapterInfo
 from .adapter import EngineAdapter
 
 GRID = 16  # tokens per frame = GRID * GRID
@@ -34,8 +34,13 @@ class MemoryEngine(EngineAdapter):
         "notes": "memory-limited Engine: only content shown by held chunks is reproduced; the rest is re-invented",
     })
 
+    MAX_DIM = 1024  # token features: the K/V store is (frames x 256 tokens x dim) float32
+
     def __init__(self, dim: int = 32, **kw):
         super().__init__(**kw)
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= self.MAX_DIM:
+            raise AdapterError(f"engine-memory: model.dim must be an integer in [1, {self.MAX_DIM}] (token features), "
+                               f"got {dim!r}")
         self.dim = int(dim)
         self.model_args["dim"] = self.dim
         rng = np.random.default_rng(1234)
