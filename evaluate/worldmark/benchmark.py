@@ -149,8 +149,10 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
                 out[mid] = na("not a WorldMark round trip (revisit memory scores actions 6, 7, 8, 11, 12, 14)")
             else:
                 out[mid] = na("trip skipped by WorldMark's gates: " + ", ".join(sorted(c2.get("reasons", []))))
-        elif col == "Global" and "geometry" in feat:
-            out[mid] = Score(v, detail={"median_err": it.get("global_e")}) if v is not None else \
+        elif col == "Global" and "geometry" in feat:  # one video: 100 / (1 + e / tau) (fm:90 with a single e)
+            e = it.get("global_e")
+            tau = table_config(backend, P).tau_g
+            out[mid] = Score(100.0 / (1.0 + e / tau), detail={"median_err": e}) if e is not None else \
                 na("no frame pair at 1 fps with enough matches to fit two-view geometry")
     return out
 
