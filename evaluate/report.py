@@ -11,9 +11,12 @@ phases). Writes into ``DIR``::
     distributions.png          per-metric distribution over cases, per model
     revisit_decay.png          revisit memory per round trip R1, R2, R3 (runs with multi-trip trajectories)
     context.png                memory vs wall time per context policy (runs written with a context policy)
-    index.html + media/        case picker, synced playback, commanded path + phase timeline, per-case scores
+    index.html + media/        case picker, synced playback, commanded path + phase timeline, per-case scores, and
+                               under each rollout its flow signals Sx, Srad (from the cached flow feature) over the
+                               commanded segments, WorldMark's stable zones and the switches, with a playback cursor
 
-Runs scored with different backends are never put in one table.
+Runs scored with different backends are never put in one table. A CSV cell a spreadsheet would read as a formula
+(starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and not a plain number) gets a leading ``'``.
 
 Everything the page shows from the runs (run and case names, prompts, tags, phase and segment names, errors) reaches
 the page as text: Python-side through ``_esc`` (html.escape), the embedded JSON through ``_script_json`` (``<``, ``>``
@@ -29,6 +32,7 @@ import csv
 import io
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -137,9 +141,22 @@ def table(runs: list[dict], ids: list[str], title: str, extra_cols: dict | None 
     return "\n".join(md), rows
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _csv_cell(v) -> str:
+    """A cell a spreadsheet shows as text: one that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return (a run or case name, say) gets a leading single quote, so it is never evaluated as a formula (OWASP's CSV
+    injection advice); a plain number is kept as it is."""
+    s = str(v)
+    if s[:1] in ("=", "+", "-", "@", "\t", "\r") and not _NUMBER.fullmatch(s):
+        return "'" + s
+    return s
+
+
 def _write_csv(path: Path, rows):
     buf = io.StringIO()
-    csv.writer(buf).writerows(rows)
+    csv.writer(buf).writerows([[_csv_cell(c) for c in row] for row in rows])
     path.write_text(buf.getvalue())
 
 

@@ -1,5 +1,13 @@
 """The report's HTML page: pick a case, every model's rollout side by side, synced playback, the commanded path and
 phase timeline, and the per-case scores — with everything from the runs shown as text (see report.py).
+
+Under each rollout, why its WorldMark action scores are what they are (``_signals``): the per-frame flow signals Sx and
+Srad read from the record's cached flow feature (found through FeatureCache by the record's inputs digest; the report
+never computes flow), on the scale WorldMark's scoring reads them (protocol.flow_cache: SEA-RAFT's half-size pixels
+unless the run set ``wm_flow_full_scale``), over the commanded segments, with the switches, the channel each segment
+is scored on (flow_eval.KEY_FLOW) and WorldMark's stable zones (flow_eval.stable_window on WorldMark's 16 fps time
+base, mapped to flow samples as protocol.time_base does). Playback is on the video's real time (sample i at i / fps);
+a cursor follows each video and a click seeks. A trace is at most MAX_TRACE_POINTS points (an envelope beyond).
 """
 
 from __future__ import annotations
@@ -7,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import itertools
 import json
 import logging
 import math
@@ -17,7 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .features import FeatureCache, FeatureError, open_record
 from .metrics import METRIC_INFO
+from .worldmark.flow_eval import KEY_FLOW, stable_window
+from .worldmark.protocol import flow_config, record_keys, time_base
 
 log = logging.getLogger("worldgate.report")
 
@@ -166,6 +178,147 @@ def _link_video(run: Path, rec: Path | None, name: str, base: Path, out: Path, n
     return dst.relative_to(out).as_posix()
 
 
+#: the most points one trace of a rollout's signal plot carries (a 10-minute video's 9,600 samples become an envelope)
+MAX_TRACE_POINTS = 2000
+#: the largest cached flow feature the report reads (a 10-minute 16 fps record's is ~5 MB, its 8x8 grid included)
+MAX_FLOW_BYTES = 256 << 20
+CHANNEL = {"rad": "srad", "hor": "sx"}
+
+
+def _envelope(v: np.ndarray, limit: int = MAX_TRACE_POINTS) -> dict:
+    """A trace of at most ``limit`` points: every sample where there are few enough, else each of ``(limit - 2) // 2``
+    even buckets' minimum and maximum, and the first and last sample, in time order (so no spike is lost). {"i":
+    sample indices, "v": values (4 decimals; non-finite ones null)}."""
+    v = np.asarray(v, float)
+    if len(v) <= limit:
+        idx = np.arange(len(v))
+    else:
+        edges = np.linspace(0, len(v), (limit - 2) // 2 + 1).astype(int)
+        picks = {0, len(v) - 1}  # the trace spans the whole timeline
+        for lo, hi in itertools.pairwise(edges):
+            w = v[lo:hi]
+            ok = np.isfinite(w)
+            if not ok.any():
+                picks.add(int(lo))
+                continue
+            ww = np.where(ok, w, np.nan)
+            picks |= {int(lo) + int(np.nanargmin(ww)), int(lo) + int(np.nanargmax(ww))}
+        idx = np.asarray(sorted(picks), int)
+    return {"i": idx.tolist(), "v": [round(float(x), 4) if np.isfinite(x) else None for x in v[idx]]}
+
+
+class _CachedFeature:
+    """The cache key of a feature that ``evaluate`` recorded for a sample (``name@version-backend``)."""
+
+    def __init__(self, key: str):
+        self._key = key
+
+    def key(self) -> str:
+        return self._key
+
+
+def _flow_key(sample: dict, results: dict) -> str | None:
+    key = (sample.get("features") or {}).get("flow") if isinstance(sample.get("features"), dict) else None
+    if key is None:
+        key = ((results.get("backends") or {}).get("flow") or {}).get("key")
+    if not isinstance(key, str) or not re.fullmatch(r"flow@[A-Za-z0-9_.-]+", key):
+        return None
+    return key
+
+
+def _load_flow(run: Path, rec: Path, key: str):
+    """(the record's cached flow arrays, its RecordView) or (None, why not): found through FeatureCache by the
+    record's inputs digest (open_record checks the record against its meta.json first); the cache file must be a
+    regular file inside the run."""
+    try:
+        view = open_record(rec)
+    except FeatureError as e:
+        return None, f"the record cannot be read ({e})"
+    cache = FeatureCache(run / ".features")
+    p = cache.path(view, _CachedFeature(key))
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None, f"no flow feature ({key}) is cached for this record: run `worldgate evaluate {run.name}`"
+    if p.is_symlink() or not p.is_file() or not _inside(p, run) or any(q.is_symlink() for q in (p.parent, p.parent.parent)):
+        log.warning("skipped %s: a symbolic link or not a regular file inside its run %s", p, run)
+        return None, "the cached flow feature is a link or not a regular file inside the run: skipped"
+    if st.st_size > MAX_FLOW_BYTES:
+        return None, f"the cached flow feature is {st.st_size} bytes, over the report's {MAX_FLOW_BYTES}: skipped"
+    F = cache.get(view, _CachedFeature(key))
+    if F is None or "sx" not in F or "srad" not in F:
+        return None, "the cached flow feature is unreadable (no sx/srad arrays)"
+    sx, srad = np.asarray(F["sx"]), np.asarray(F["srad"])
+    if sx.ndim != 1 or srad.shape != sx.shape or sx.dtype.kind not in "fi" or srad.dtype.kind not in "fi":
+        return None, "the cached flow feature's sx/srad are not two 1-D numeric arrays of one length"
+    return {"sx": sx.astype(float), "srad": srad.astype(float), "gap": int(np.asarray(F.get("gap", 2)))}, view
+
+
+def _signals(run: Path, rec: Path | None, sample: dict, results: dict) -> tuple[dict | None, str]:
+    """What the plot under a rollout shows, or (None, why not): the record's per-frame flow signals Sx and Srad (from
+    its cached flow feature only, on the scale WorldMark's scoring reads them: protocol.flow_cache), its commanded
+    segments and switches, and per segment the channel it is scored on (flow_eval.KEY_FLOW) and WorldMark's stable
+    zone (flow_eval.stable_window on WorldMark's time base, mapped to samples as protocol.time_base does).
+
+    Times: flow sample i (frame i vs i + gap) sits at the video's real time i / fps; a zone [a, b] in WorldMark's
+    seconds covers samples a * time_base .. b * time_base (time_base 16 whatever the video's fps, unless the run set
+    wm_time_base_real_fps)."""
+    if rec is None:
+        return None, "no record folder: no flow signals"
+    key = _flow_key(sample, results)
+    if key is None:
+        return None, "evaluate recorded no flow feature for this record"
+    F, view = _load_flow(run, rec, key)
+    if F is None:
+        return None, view
+    P = ((results.get("config") or {}).get("params") or {})
+    P = P if isinstance(P, dict) else {}
+    full = bool(P.get("wm_flow_full_scale"))
+    scale = 1.0 if full else 0.5
+    fps = float(view.fps)
+    r = {"fps": fps}
+    tb = time_base(r, P)
+    cfg = flow_config(P, r)
+    n = len(F["sx"])
+    segs = view.trajectory.get("segments") or []
+    keys, why = record_keys(view.trajectory)
+    if keys is not None and n < 8:
+        keys, why = None, f"{n} flow samples: too short for WorldMark's segments"
+    tm = np.arange(n) / tb  # protocol.flow_cache's timeline
+    dur = float(tm[-1]) if n else 0.0
+    out_segs = []
+    for j, s in enumerate(segs):
+        frames = [int(f) for f in s["frames"][:2]]
+        e = {"label": _seg_label(s), "frames": frames, "key": None, "channel": None, "sign": None,
+             "zone": None, "zone_s": None, "zone_n": 0, "span": None}
+        if keys is not None:
+            k = keys[j]
+            a, b = stable_window(j, len(keys), dur, cfg)
+            ch, sign = KEY_FLOW[k]
+            e.update(key=k, channel=CHANNEL[ch], sign=sign, zone_s=[a, b], zone=[a * tb, b * tb],
+                     zone_n=int(((tm >= a) & (tm <= b)).sum()),  # the samples flow_eval.score reads of it
+                     span=[j * dur / len(keys) * tb, (j + 1) * dur / len(keys) * tb])
+        out_segs.append(e)
+    unit = ("px of a 640-wide frame" if full else
+            "px, SEA-RAFT's half-size scale (flow of a 640-wide frame / 2), as WorldMark scores it")
+    return {
+        "fps": fps, "n": n, "gap": F["gap"], "scale": scale, "unit": unit, "time_base": tb,
+        "sx": _envelope(F["sx"] * scale), "srad": _envelope(F["srad"] * scale),
+        "segments": out_segs, "switches": [e["frames"][0] / fps for e in out_segs[1:]],
+        "min_samples": cfg.min_samples,
+        "why": "" if keys is not None else why, "feature": key,
+    }, ""
+
+
+def _signals_or_why(run: Path, rec: Path | None, sample: dict, results: dict) -> tuple[dict | None, str]:
+    """_signals, with a malformed cache file or trajectory a note (naming what is wrong) instead of a failed report."""
+    try:
+        return _signals(run, rec, sample, results)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
+        log.warning("no flow signals for %s: %s: %s", rec, type(e).__name__, e)
+        return None, f"no flow signals: {type(e).__name__}: {e}"
+
+
 def _case_data(runs, media: Path, out: Path) -> dict:
     """Per case: every run's video (linked under media/), commanded path, prompt, phases and per-case scores."""
     cases: dict[str, dict] = {}
@@ -186,8 +339,12 @@ def _case_data(runs, media: Path, out: Path) -> dict:
                 vrel = _link_video(run, rec, "video_a.mp4", base.with_name(base.name + "-A"), out, notes)
                 vb = _link_video(run, rec, "video_b.mp4", base.with_name(base.name + "-B"), out, notes)
             scores = s.get("scores") if isinstance(s.get("scores"), dict) else {}
+            if vb:
+                sig, sig_note = None, "flow signals are plotted for one-view records"
+            else:
+                sig, sig_note = _signals_or_why(run, rec, s, r["results"]) if vrel else (None, "")
             entry["runs"][r["name"]] = {
-                "video": vrel, "video_b": vb, "notes": notes,
+                "video": vrel, "video_b": vb, "notes": notes, "signals": sig, "signals_note": sig_note,
                 "error": None if s.get("error") is None else str(s.get("error")),
                 "scores": {str(m): float(v) for m, v in scores.items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}}
@@ -241,6 +398,9 @@ table{border-collapse:collapse;margin-top:12px;font-size:12px}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}
 th:first-child,td:first-child{text-align:left}
 .best{font-weight:bold}
+.note{color:#666;font-size:12px;margin-top:4px}
+svg.signals{width:100%;height:auto;display:block;margin-top:4px;background:#fff;cursor:crosshair}
+.sigcap{color:#555;font-size:11px;margin-top:2px}
 </style></head><body>
 <h2>__TITLE__</h2>
 <div id="bar">
@@ -270,7 +430,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const sel = document.getElementById("case"), grid = document.getElementById("grid");
 const playBtn = document.getElementById("play"), scrub = document.getElementById("scrub");
 const COLORS = {V:"#9bd", H:"#ccc"};
-let videos = [], cur = null;
+let videos = [], cur = null, plots = [], raf = 0;
 // the one way this page makes elements: attributes via setAttribute, text via textContent
 function el(tag, attrs, text, ns){
   const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
@@ -283,7 +443,7 @@ for (const id of Object.keys(D.cases)) { const o = el("option", {}, id); o.value
 function master(){ return videos.find(v => v.readyState >= 1) || videos[0]; }
 function fmt(m, v){ const r = D.metrics[m] ? D.metrics[m].range : ""; return r === "0-100" ? v.toFixed(1) : v.toFixed(3); }
 function show(id){
-  cur = D.cases[id]; grid.replaceChildren(); videos = [];
+  cur = D.cases[id]; grid.replaceChildren(); videos = []; plots = [];
   document.getElementById("prompt").textContent = cur.prompt ? "prompt: " + cur.prompt : "";
   const tags = Object.entries(cur.tags || {}).map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v));
   document.getElementById("tags").textContent = tags.length ? "tags: " + tags.join(", ") : "";
@@ -296,8 +456,12 @@ function show(id){
       v.playsInline = true; v.dataset.run = run; c.appendChild(v); videos.push(v);
       if (e.video_b) { v.style.width = "49%"; v.style.display = "inline-block"; v.title = src === e.video ? "player A" : "player B"; }
       v.addEventListener("timeupdate", tick);
+      v.addEventListener("play", () => { if (!raf) raf = requestAnimationFrame(loop); });
       v.addEventListener("ended", () => { if (videos.every(x => x.ended || x.paused)) playBtn.textContent = "play"; });
     }
+    const own = videos.filter(v => v.dataset.run === run);
+    if (e && e.signals && own.length === 1) drawSignals(c, e.signals, own[0]);
+    else if (e && e.signals_note) c.appendChild(el("div", {class: "note"}, e.signals_note));
     if (!e) c.appendChild(el("div", {class: "err"}, "no rollout for this case"));
     else {
       if (e.error) c.appendChild(el("div", {class: "err"}, e.error));
@@ -313,7 +477,10 @@ function tick(){
   document.getElementById("time").textContent = m.currentTime.toFixed(2) + " s";
   if (m.duration) scrub.value = Math.round(1000 * m.currentTime / m.duration);
   drawMarker(m.currentTime);
+  for (const p of plots) p.cursor(p.video.currentTime);
 }
+// while anything plays, the cursors follow every animation frame (timeupdate alone fires ~4 times a second)
+function loop(){ tick(); raf = videos.some(v => !v.paused && !v.ended) ? requestAnimationFrame(loop) : 0; }
 playBtn.onclick = () => {
   const m = master(); if (!m) return;
   if (m.paused) { for (const v of videos) { v.currentTime = m.currentTime; v.play().catch(()=>{}); } playBtn.textContent = "pause"; }
@@ -321,6 +488,64 @@ playBtn.onclick = () => {
 };
 scrub.oninput = () => { const m = master(); if (!m || !m.duration) return; const t = m.duration * scrub.value / 1000; for (const v of videos) v.currentTime = t; tick(); };
 sel.onchange = () => show(sel.value);
+// the rollout's flow signals Sx and Srad (S: see report_html._signals) over the commanded segments, with WorldMark's
+// stable zones, the switches and a cursor at the video's time; a click seeks every video there
+function drawSignals(cell, S, video){
+  const VW = 420, VH = 180, L = 34, R = 6, T = 18, B = 30, PW = VW - L - R, PH = VH - T - B;
+  const svg = el("svg", {class: "signals", viewBox: `0 0 ${VW} ${VH}`, width: "100%"}, null, SVG);
+  const fps = S.fps > 0 ? S.fps : 16, segEnd = Math.max(0, ...S.segments.map(g => g.frames[1]));
+  const tmax = Math.max(1 / fps, (S.n + S.gap) / fps, segEnd / fps);
+  const X = t => L + PW * Math.max(0, Math.min(1, t / tmax));
+  const vals = S.sx.v.concat(S.srad.v).filter(v => v !== null && isFinite(v));
+  const ymax = Math.max(1e-6, ...vals.map(Math.abs));
+  const Y = v => T + PH / 2 * (1 - v / ymax);
+  const COL = {sx: "#1f6fd0", srad: "#e07b00"}, NAME = {sx: "Sx", srad: "Srad"};
+  S.segments.forEach((g, j) => {
+    const x0 = X(g.frames[0] / fps), x1 = X(g.frames[1] / fps);
+    svg.appendChild(el("rect", {class: "seg", x: x0, y: T, width: Math.max(1, x1 - x0), height: PH, fill: j % 2 ? "#f2f2f8" : "#e8eaf4"}, null, SVG));
+    const lab = g.key ? `${g.key}: ${NAME[g.channel]}${g.sign > 0 ? "+" : "\u2212"}${g.zone_n < S.min_samples ? " (n/a)" : ""}` : g.label;
+    svg.appendChild(el("text", {class: "seglabel", x: x0 + 3, y: T - 6, "font-size": 11}, lab, SVG));
+    if (g.zone && g.zone_n > 0) {
+      const z0 = X(g.zone[0] / fps), z1 = X(g.zone[1] / fps);
+      svg.appendChild(el("rect", {class: "zone", x: z0, y: T, width: Math.max(1, z1 - z0), height: PH, fill: "#3a3", "fill-opacity": 0.16}, null, SVG));
+      svg.appendChild(el("rect", {x: z0, y: T + PH - 4, width: Math.max(1, z1 - z0), height: 4, fill: "#3a3"}, null, SVG));
+    }
+  });
+  svg.appendChild(el("line", {x1: L, x2: L + PW, y1: Y(0), y2: Y(0), stroke: "#999", "stroke-width": 0.8}, null, SVG));
+  const line = (tr, keep, attrs) => {  // one polyline per run of finite points that keep() accepts
+    let pts = [];
+    const flush = () => { if (pts.length > 1) svg.appendChild(el("polyline", Object.assign({points: pts.join(" "), fill: "none"}, attrs), null, SVG)); pts = []; };
+    tr.i.forEach((i, k) => { const v = tr.v[k]; if (v === null || !keep(i)) flush(); else pts.push(X(i / fps).toFixed(1) + "," + Y(v).toFixed(1)); });
+    flush();
+  };
+  for (const c of ["sx", "srad"]) line(S[c], () => true, {class: "trace-" + c, stroke: COL[c], "stroke-width": 1, "stroke-opacity": 0.75});
+  for (const g of S.segments) if (g.channel && g.zone && g.zone_n > 0)  // the samples and channel the segment is scored on
+    line(S[g.channel], i => i >= g.zone[0] - 1e-9 && i <= g.zone[1] + 1e-9, {class: "scored", stroke: COL[g.channel], "stroke-width": 3});
+  for (const t of S.switches) svg.appendChild(el("line", {class: "switch", x1: X(t), x2: X(t), y1: T - 2, y2: T + PH, stroke: "#222", "stroke-width": 1.2, "stroke-dasharray": "4 2"}, null, SVG));
+  const fmtY = v => (Math.abs(v) >= 10 ? v.toFixed(0) : v.toPrecision(2));
+  svg.appendChild(el("text", {x: L - 3, y: T + 8, "font-size": 10, "text-anchor": "end"}, "+" + fmtY(ymax), SVG));
+  svg.appendChild(el("text", {x: L - 3, y: Y(0) + 3, "font-size": 10, "text-anchor": "end"}, "0", SVG));
+  svg.appendChild(el("text", {x: L - 3, y: T + PH, "font-size": 10, "text-anchor": "end"}, "\u2212" + fmtY(ymax), SVG));
+  svg.appendChild(el("text", {x: L, y: VH - 16, "font-size": 10}, "0 s", SVG));
+  svg.appendChild(el("text", {x: L + PW, y: VH - 16, "font-size": 10, "text-anchor": "end"}, tmax.toFixed(2) + " s", SVG));
+  svg.appendChild(el("text", {x: L + PW / 2, y: VH - 16, "font-size": 10, "text-anchor": "middle"}, "video time (pair i, i+" + S.gap + " at i / " + fps + " fps)", SVG));
+  svg.appendChild(el("text", {x: L, y: VH - 3, "font-size": 10, fill: COL.sx}, "\u2014 Sx (horizontal)", SVG));
+  svg.appendChild(el("text", {x: L + 110, y: VH - 3, "font-size": 10, fill: COL.srad}, "\u2014 Srad (radial)", SVG));
+  svg.appendChild(el("text", {x: L + 210, y: VH - 3, "font-size": 10, fill: "#3a3"}, "\u25a0 stable zone", SVG));
+  const cur = el("line", {class: "cursor", x1: L, x2: L, y1: T - 2, y2: T + PH, stroke: "#d33", "stroke-width": 2}, null, SVG);
+  svg.appendChild(cur);
+  svg.addEventListener("click", ev => {
+    const r = svg.getBoundingClientRect(); if (!r.width) return;
+    const t = Math.max(0, Math.min(tmax, ((ev.clientX - r.left) * VW / r.width - L) / PW * tmax));
+    for (const v of videos) v.currentTime = Math.min(t, v.duration || t);
+    tick();
+  });
+  cell.appendChild(svg);
+  const cap = `Sx, Srad in ${S.unit}, from the cached feature ${S.feature}; shaded: commanded segments (key: the channel it is scored on, expected sign), dashed: switches, green: WorldMark's stable zones (3 s after / 1 s before a switch on its ${S.time_base} fps time base: sample = t \u00b7 ${S.time_base}), thick: the samples each segment is scored on. Click to seek.`;
+  const det = el("details", {class: "sigcap"}); det.appendChild(el("summary", {}, "flow signals: how to read" + (S.why ? " (no stable zones)" : "")));
+  det.appendChild(el("div", {}, cap + (S.why ? " No stable zones: " + S.why : ""))); cell.appendChild(det);
+  plots.push({video, cursor: t => { const x = X(t); cur.setAttribute("x1", x); cur.setAttribute("x2", x); }});
+}
 function drawPath(){
   const svg = document.getElementById("path"); svg.replaceChildren();
   const T = cur.trajectory; if (!T || !T.xz.length) return;

@@ -126,12 +126,39 @@ def test_html_page_in_headless_chromium(runs, tmp_path):
             time.sleep(0.2)
         vids = d.execute_script(js)
         assert len(vids) == 4 and all(v[0] >= 2 for v in vids), vids  # every model's video loaded
+        # under every rollout, its flow signals: both traces, the commanded segments L R L, two switches, a cursor
+        plots = d.find_elements("css selector", ".cell svg.signals")
+        assert len(plots) == 4
+        assert [t.text for t in plots[0].find_elements("css selector", "text.seglabel")] == \
+            ["L: Sx+", "R: Sx\u2212 (n/a)", "L: Sx+ (n/a)"]  # 2 s segments: only the first has a stable zone
+        for sel in ("polyline.trace-sx", "polyline.trace-srad", "rect.zone", "polyline.scored"):
+            assert len(plots[0].find_elements("css selector", sel)) == 1, sel
+        assert len(plots[0].find_elements("css selector", "line.switch")) == 2
+        cursor = "return [...document.querySelectorAll('svg.signals .cursor')].map(c => +c.getAttribute('x1'))"
+        # the cursor follows the video's currentTime: 6 s of video over x = 34 .. 414 (viewBox units)
+        for t in (1.5, 4.5):
+            d.execute_script("for (const v of document.querySelectorAll('video')) v.currentTime = arguments[0]", t)
+            time.sleep(0.5)
+            assert d.execute_script(cursor) == pytest.approx([34 + 380 * t / 6] * 4, abs=0.5), t
+        # a click on the plot seeks every video there
+        d.execute_script("const s = document.querySelector('svg.signals'), r = s.getBoundingClientRect();"
+                         "s.dispatchEvent(new MouseEvent('click', {clientX: r.left + r.width * (34 + 95) / 420,"
+                         "clientY: r.top + r.height / 2, bubbles: true}))")
+        time.sleep(0.5)
+        assert [v[1] for v in d.execute_script(js)] == pytest.approx([1.5] * 4, abs=0.02)
+        assert d.execute_script(cursor) == pytest.approx([34 + 95] * 4, abs=0.5)
+        d.execute_script("for (const v of document.querySelectorAll('video')) v.currentTime = 0")
+        time.sleep(0.3)
         d.find_element("id", "play").click()
         time.sleep(1.5)
         vids = d.execute_script(js)
         assert all(not v[2] and v[1] > 0.3 for v in vids), vids  # playing
         times = [v[1] for v in vids]
         assert max(times) - min(times) < 0.35  # in sync
+        # while playing, each plot's cursor follows its video (requestAnimationFrame, not only timeupdate)
+        pairs = d.execute_script("return [...document.querySelectorAll('.cell')].map(c => "
+                                 "[+c.querySelector('.cursor').getAttribute('x1'), c.querySelector('video').currentTime])")
+        assert all(x > 34 + 380 * 0.3 / 6 and x == pytest.approx(34 + 380 * t / 6, abs=4) for x, t in pairs), pairs
         # the case picker switches every video and the score table
         first_src = vids[0][3]
         table0 = d.find_element("id", "scores").text
