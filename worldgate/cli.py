@@ -13,11 +13,12 @@ from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError
 from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
+from worldgate.evaluate.worldmark.imported import import_worldmark_results, is_results_root
 from worldgate.evaluate.worldmark.results_tree import write_worldmark_results
 from worldgate.experiments.context import compare_context
 from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
-from worldgate.generate.interop import export_worldmark, import_worldmark
+from worldgate.generate.interop import export_worldmark, import_worldmark, load_arena_cases
 from worldgate.generate.runner import parse_model_args, run_generate
 from worldgate.trajectories.core import GRAMMAR, TrajectoryError
 from worldgate.trajectories.library import describe
@@ -184,8 +185,29 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_import(a: argparse.Namespace) -> int:
+    if is_results_root(a.delivery):  # a WorldMark results root (what WORLDMARK_RESULTS points at)
+        arena = load_arena_cases(a.arena) if a.arena else None
+        r = import_worldmark_results(a.delivery, a.out, videos=a.videos, arena_cases=arena, commit=a.worldmark_commit)
+        print(f"imported the WorldMark results root {a.delivery} ({', '.join(sorted(r.tables))}) into {r.out}: "
+              f"one run per MODEL, labelled imported")
+        for model, run in r.runs.items():
+            vids = f", {r.records[model]} video records" if a.videos else ""
+            print(f"  {run}: {r.samples[model]} videos{vids}")
+        if a.videos:
+            print(f"  {r.flow_features} imported FLOW caches are the records' learned flow features "
+                  f"(`worldgate evaluate RUN --backend learned` re-scores without recomputing flow); "
+                  f"{len(r.missing_videos)} videos not found under {a.videos}")
+        print(f"  final_master's tables: {Path(a.out) / 'worldmark_master.json'} and final_master_<split>.csv")
+        for k, why in sorted(r.failed.items()):
+            print(f"  failed {k}: {why}", file=sys.stderr)
+        return 1 if r.failed or not r.runs else 0
+    if a.videos:
+        raise ValueError(f"--videos is for a WorldMark results root (a folder with results_flow_* folders); "
+                         f"{a.delivery} is read as a delivery ({{domain}}/{{view}}/{{MODEL}}/NNN_AAA.mp4)")
     r = import_worldmark(a.delivery, a.out, arena=a.arena, fmt=a.format)
-    print(f"imported {len(r.imported)} records into {r.out} ({len(r.skipped)} already there, {len(r.failed)} failed)")
+    print(f"imported {len(r.imported)} records into {r.out} ({len(r.skipped)} already there, {len(r.failed)} failed) "
+          f"from {len(r.models)} MODEL folder(s) ({', '.join(r.models)}): one run, case ids {r.case_id_rule} "
+          "(a worldgate sidecar keeps its own)")
     for k, why in sorted(r.failed.items()):
         print(f"  failed {k}: {why}")
     return 1 if r.failed else 0
@@ -238,11 +260,20 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True, help="delivery folder")
     ex.add_argument("--model-tag", help="upper-case MODEL folder name (default: from the adapter name)")
     ex.set_defaults(fn=cmd_export)
-    im = sub.add_parser("import", help="turn a benchmark delivery into records that `evaluate` scores")
-    im.add_argument("delivery")
+    im = sub.add_parser("import", help="turn a benchmark delivery into records that `evaluate` scores, or a WorldMark "
+                                       "results root into runs labelled imported")
+    im.add_argument("delivery", help="a WorldMark delivery ({domain}/{view}/{MODEL}/NNN_AAA.mp4: every MODEL folder "
+                                     "into one run, case ids {MODEL}-{view}-{domain}-NNN_AAA) or a results root "
+                                     "(results_flow_<split>/ ...: one run OUT/imported-<MODEL> per MODEL)")
     im.add_argument("--format", default="worldmark", choices=["worldmark"])
-    im.add_argument("--out", required=True, help="run folder to write records into")
+    im.add_argument("--out", required=True, help="run folder to write records into (results root: the folder of "
+                                                 "the imported runs)")
     im.add_argument("--arena", help="WorldMark arena_inputs (prompts, intrinsics) for deliveries made outside worldgate")
+    im.add_argument("--videos", help="results root only: the videos behind it, VIDEO_ROOT/{domain}/{view}/{MODEL}/"
+                                     "{stem}.mp4 (or VIDEO_ROOT/{MODEL}/{stem}.mp4 for one split): records, with the "
+                                     "imported flow caches as their flow features")
+    im.add_argument("--worldmark-commit", help="results root only: the WorldMark commit that wrote it (default: the "
+                                               "commit worldgate's scoring reproduces)")
     im.set_defaults(fn=cmd_import)
     dr = sub.add_parser("doctor", help="the models the learned metrics need: source, present or missing, licence, "
                                        "fetch command (exit 1 when something is missing)")
