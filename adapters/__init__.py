@@ -22,6 +22,7 @@ _ENTRIES = {
     "engine-flicker": "worldgate.adapters.engine.faults:FlickerEngine",
     "engine-forget": "worldgate.adapters.engine.faults:ForgetEngine",
     "engine-blur": "worldgate.adapters.engine.faults:BlurEngine",
+    "engine-dissolve": "worldgate.adapters.engine.faults:DissolveEngine",
     "engine-freeze": "worldgate.adapters.engine.faults:FreezeEngine",
     "engine-reset": "worldgate.adapters.engine.faults:ResetEngine",
     # memory-limited Engine: reproduces only what its context (a policy's selection of chunks) showed
@@ -32,6 +33,7 @@ _ENTRIES = {
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",
+    "matrix-game-1": "worldgate.adapters.matrix_game_1:MatrixGame1",
     "matrix-game-2": "worldgate.adapters.matrix_game_2:MatrixGame2",
     "lyra-2": "worldgate.adapters.lyra_2:Lyra2",
     "sana-wm": "worldgate.adapters.sana_wm:SanaWM",
@@ -42,12 +44,18 @@ _ENTRIES = {
     "yume": "worldgate.adapters.yume:Yume",
     "dreamx-world": "worldgate.adapters.dreamx_world:DreamXWorld",
     "evoke": "worldgate.adapters.evoke:Evoke",
+    "forgewm": "worldgate.adapters.forgewm:ForgeWM",
+    "abot-world": "worldgate.adapters.abot_world:ABotWorld",
+    "infinite-world": "worldgate.adapters.infinite_world:InfiniteWorld",
+    # two-player Minecraft model of MultiWorldBench and its single-player variant
+    "solaris-mp": "worldgate.adapters.solaris:SolarisMP",
+    "solaris-sp": "worldgate.adapters.solaris:SolarisSP",
 }
 
 #: models of the benchmarks with no adapter: listed by `worldgate list models`, never registered
 KNOWN_UNAVAILABLE = {
     "alayaworld": "AlayaWorld: no public inference code found (2026-11)",
-    "solaris": "Solaris (MultiWorldBench, MP/SP): public JAX code (solaris-wm/solaris, found 2026-12), no adapter yet",
+    "solaris": "Solaris (MultiWorldBench) is registered as solaris-mp (two players) and solaris-sp (single-player)",
     "gamma-world": "Gamma-World (multiplayer): no public inference code found (2026-11)",
 }
 

@@ -3,11 +3,12 @@
 - ``poses``: relative camera motion between frames i and i+2 (i = 0, 2, 4, ...) from tracked corners (Shi-Tomasi +
   pyramidal LK): a rotation-only model (bearings of RANSAC-homography inliers aligned by Kabsch, p1 ~ K R K^-1 p0)
   when it explains the tracks, else the essential matrix (USAC + cheirality). Observed flow is split into its
-  rotation-induced part and the translation (parallax) part, which gives WorldMark's translation / rotation
-  amplitudes without a learned depth model.
-- ``geometry``: at 1 fps (at most 64 frames): ORB matches between frames 1 s apart and the median Sampson error of
-  all mutual ratio-test matches under a RANSAC essential matrix, in focal-normalised units (a consistent static
-  world keeps it small; a morphing one does not).
+  rotation-induced part and the translation (parallax) part. Each pair also keeps the samples WorldMark's parallax
+  fit reads (fe:175-223): per track, inverse depth from triangulation (unit baseline, so it carries the pair's
+  baseline; 0 where the rotation-only model holds: points at infinity) and horizontal flow, in 640-wide pixels.
+- ``geometry``: WorldMark's global-memory quantity (co-visible reprojection distance over median depth, vg:33-94) from
+  ORB matches and an essential matrix between key frames 1 s apart (at most 64); pairs the commanded camera keeps
+  co-visible but that cannot be matched are failures, kept for the metric.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
 
 class PoseExtractor(Extractor):
     name = "poses"
-    version = "12"
+    version = "13"
     backend = "classical"
     max_side = 256
     GAP = 2  # frame i vs i+2 for i = 0, 2, 4, ...: the flow's pairing, chained without overlap
@@ -64,6 +65,7 @@ class PoseExtractor(Extractor):
         self.width = 0  # analysis width
         self.seen = 0  # frames seen
         self.pairs: dict[int, tuple | None] = {}  # i -> the row of pair (i - GAP) -> i (None: not estimated)
+        self.px: dict[int, tuple] = {}  # i -> (inverse depth, horizontal flow) of the pair's tracks
 
     def needs_frame(self, i):
         return i % self.GAP == 0
@@ -85,7 +87,10 @@ class PoseExtractor(Extractor):
             return None
 
         def job():
-            self.pairs[i] = self._pair(a, g)
+            row = self._pair(a, g)
+            if row is not None:
+                row, self.px[i] = row[:-1], row[-1]
+            self.pairs[i] = row
         return job
 
     def _pair(self, a, b):
@@ -149,6 +154,15 @@ class PoseExtractor(Extractor):
                 if (d0 > 0).sum() < (d0 < 0).sum():
                     t = -t
                 pr = _project(K, h0 @ R.T)
+        # WorldMark's parallax samples (fe:197-204: 1/Z and u at the same points): triangulated inverse depth of the
+        # essential inliers in front of camera a, or 0 for every homography inlier under the rotation-only model
+        if np.any(t):
+            with np.errstate(divide="ignore", invalid="ignore"):  # the depth itself, with the baseline's final sign
+                z = -np.einsum("ij,ij->i", np.cross(x1, t), c) / np.einsum("ij,ij->i", c, c)
+            front = np.isfinite(z) & (z > 0)
+            iv, u = 1.0 / z[front], (p1 - p0)[inl_e][front, 0] * s
+        else:
+            iv, u = np.zeros(int(inl.sum())), (p1 - p0)[inl, 0] * s
         rot_flow = pr - p0  # rotation-induced flow of each track
         # what rotation does not explain is parallax from translation; the rotation-only model has none
         trans_flow = p1 - pr if np.any(t) else np.zeros_like(p1)
@@ -157,7 +171,8 @@ class PoseExtractor(Extractor):
         p95, p5 = _percentiles(np.abs(tx), (95, 5))
         # R, t: x_b = R x_a + t  (camera a -> camera b)
         return (R, t, float(abs(rx) * s), float(p95 - p5 + abs(_median(tx))), float(rx * s),
-                float(_median(np.linalg.norm(trans_flow, axis=1)) * s), True, len(p0))
+                float(_median(np.linalg.norm(trans_flow, axis=1)) * s), True, len(p0),
+                (iv.astype(np.float32), u.astype(np.float32)))
 
     def finish(self):
         rows = [self.pairs.get(i) or self._SKIP for i in range(self.GAP, self.seen)]
@@ -167,6 +182,11 @@ class PoseExtractor(Extractor):
         if len(rows) == 0:
             out["R"] = np.zeros((0, 3, 3))
             out["t"] = np.zeros((0, 3))
+        ivs = [self.px.get(i, (np.zeros(0, np.float32),) * 2) for i in range(self.GAP, self.seen)]
+        out["px_iv"] = np.concatenate([x[0] for x in ivs]) if ivs else np.zeros(0, np.float32)
+        out["px_u"] = np.concatenate([x[1] for x in ivs]) if ivs else np.zeros(0, np.float32)
+        out["px_pair"] = np.concatenate([np.full(len(x[0]), k, np.int32) for k, x in enumerate(ivs)]) if ivs \
+            else np.zeros(0, np.int32)  # the row (pair (k + GAP - GAP) -> k + GAP) each sample belongs to
         out["K"] = self.K if self.K is not None else np.eye(3)
         out["gap"] = np.asarray(self.GAP)
         out["analysis_width"] = np.asarray(self.width)
@@ -222,24 +242,65 @@ def _project(K, rays):
 
 
 class GeometryExtractor(Extractor):
+    """WorldMark's global-memory quantity (vg:33-94) from classical two-view geometry: for key frames one second apart
+    (at most 64, at least 6, picked as vg:36-39 does), each pair of neighbours is matched (ORB, mutual ratio test) and
+    fitted with an essential matrix; every match gives a co-visible reprojection distance over the median depth:
+
+        e_i = s_i * Z_i / median(Z)
+
+    where s_i is its Sampson distance in focal units (the angle between the ray and where the geometry puts it; at depth
+    Z_i that is a distance of s_i * Z_i) and Z_i its triangulated depth where the pair has the baseline to triangulate
+    (Z_i / median(Z) = 1 otherwise: a rotation leaves depth unobservable). VGGT-Omega measures the same distance in its
+    own reconstruction, so WorldMark's tau (0.05) applies. Every pair the commanded camera keeps co-visible (its
+    commanded relative rotation below ``COVIS_FOV_FRAC`` of the horizontal field of view) and that cannot be matched or
+    fitted is a **failure**, kept: the metric counts it, it is not a dropped sample (vg skips only non-co-visible
+    pairs, vg:81, 85). The analysis size is VGGT-Omega's 512 px (vg:49).
+
+    Arrays: per pair ``frame`` (first key frame), ``n`` (mutual matches), ``err`` (the pair's median e; NaN when it
+    failed), ``failed``, ``covisible`` (by command); ``e`` (every match's e, pairs concatenated) and ``e_pair``
+    (the pair each belongs to)."""
+
     name = "geometry"
-    version = "2"
+    version = "3"
     backend = "classical"
-    max_side = 320
-    MAX_FRAMES = 64
+    max_side = 512  # VGGT-Omega's image resolution (vg:49)
+    STRIDE_S, MAX_FRAMES, MIN_FRAMES = 1.0, 64, 6  # vg:18, 36-39
+    MIN_MATCHES = 12  # fewer mutual matches than this cannot fit an essential matrix robustly: the pair fails
+    COVIS_FOV_FRAC = 0.8  # a commanded turn of more than this share of the horizontal FOV leaves little to co-view
+    TRIANGULATE_MIN = 8  # triangulated inliers needed to weigh a pair's errors by depth
+    PARALLAX_RATIO = 3.0  # the rotation-only model's error over the essential one's above which depth is observable
 
     def start(self, rec):
         super().start(rec)
-        step = max(1, int(round(rec.fps)))  # 1 fps
-        n = rec.n_frames or 10**9
-        self.keep = set(list(range(0, n, step))[: self.MAX_FRAMES])
+        n = int(rec.n_frames or 0)
+        step = max(1, int(round(self.STRIDE_S * (rec.fps or 16.0))))
+        fr = list(range(0, n, step))
+        if len(fr) < self.MIN_FRAMES and n > 0:  # vg:38: short clips
+            fr = sorted({int(x) for x in np.linspace(0, n - 1, self.MIN_FRAMES)})
+        if len(fr) > self.MAX_FRAMES:  # vg:39
+            fr = [fr[i] for i in np.linspace(0, len(fr) - 1, self.MAX_FRAMES).astype(int)]
+        self.order = fr
+        self.keep = set(fr)
         self.last: tuple[int, np.ndarray, np.ndarray | None] | None = None  # the previous key frame (i, pts, des)
         self.K = None
-        self.rows: dict[str, list] = {"err": [], "frame": [], "n": []}
-        self.orb = cv2.ORB_create(nfeatures=800, fastThreshold=10)
+        self.rows: dict[str, list] = {k: [] for k in ("err", "frame", "n", "failed", "covisible")}
+        self.samples: list[np.ndarray] = []
+        self.orb = cv2.ORB_create(nfeatures=1000, fastThreshold=10)
 
     def needs_frame(self, i):
         return i in self.keep
+
+    def _covisible(self, i: int, j: int) -> bool:
+        """Whether the commanded cameras of key frames i and j share a view (their relative rotation angle is below
+        COVIS_FOV_FRAC of the horizontal field of view)."""
+        P = self.rec.poses
+        if P is None or len(P) <= max(i, j):
+            return True
+        R = np.asarray(P[i][:3, :3]).T @ np.asarray(P[j][:3, :3])
+        ang = math.degrees(math.acos(max(-1.0, min(1.0, (np.trace(R) - 1) / 2))))
+        K = self.K
+        fov = math.degrees(2 * math.atan(K[0, 2] / K[0, 0])) if K is not None else 66.0
+        return ang < self.COVIS_FOV_FRAC * fov
 
     def update(self, i, frame):
         if i in self.keep:
@@ -248,43 +309,73 @@ class GeometryExtractor(Extractor):
             pts = cv2.KeyPoint_convert(kp).reshape(-1, 2) if kp else np.zeros((0, 2), np.float32)
             if self.K is None:
                 self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
-            # each key frame is matched with the previous one as it arrives (while the video still decodes), not
-            # all at the end
+            # each key frame is matched with the previous one as it arrives (while the video still decodes)
             if self.last is not None:
                 self._match(self.last, (i, pts, des))
             self.last = (i, pts, des)
 
+    def _matches(self, da, db):
+        """Indices (q into a, j[q] into b) of mutual ratio-test matches (brute-force Hamming k-NN as arrays: what
+        BFMatcher.knnMatch computes, without a Python object per match)."""
+        d2, j2 = cv2.batchDistance(da, db, cv2.CV_32S, normType=cv2.NORM_HAMMING, K=2)
+        j = j2[:, 0]
+        q = np.flatnonzero((j >= 0) & (j2[:, 1] >= 0) & (d2[:, 0] < 0.8 * d2[:, 1].astype(np.float64)))
+        if len(q):  # mutual: the best match of b's descriptor is this one (asked only of the b's in question)
+            js, inv = np.unique(j[q], return_inverse=True)
+            _, back = cv2.batchDistance(np.ascontiguousarray(db[js]), da, cv2.CV_32S, normType=cv2.NORM_HAMMING, K=1)
+            q = q[back[inv.reshape(-1), 0] == q]
+        return q, j[q]
+
     def _match(self, ka, kb):
-        (i, pa, da), (_, pb, db) = ka, kb
+        (i, pa, da), (j_frame, pb, db) = ka, kb
         K = self.K
-        e, n = np.nan, 0
+        e = None
+        n = 0
         if da is not None and db is not None and len(da) >= 8 and len(db) >= 8:
-            # brute-force Hamming k-NN as arrays (what BFMatcher.knnMatch computes, without a Python object per
-            # match): forward 2-NN for the ratio test, backward 1-NN for the mutual check
-            d2, j2 = cv2.batchDistance(da, db, cv2.CV_32S, normType=cv2.NORM_HAMMING, K=2)
-            j = j2[:, 0]
-            q = np.flatnonzero((j >= 0) & (j2[:, 1] >= 0) & (d2[:, 0] < 0.8 * d2[:, 1].astype(np.float64)))
-            if len(q):  # mutual: the best match of b's descriptor is this one (asked only of the b's in question)
-                js, inv = np.unique(j[q], return_inverse=True)
-                _, back = cv2.batchDistance(np.ascontiguousarray(db[js]), da, cv2.CV_32S,
-                                            normType=cv2.NORM_HAMMING, K=1)
-                q = q[back[inv.reshape(-1), 0] == q]
+            q, jq = self._matches(da, db)
             n = len(q)
-            if n >= 12:
-                a = pa[q]
-                b = pb[j[q]]
-                # USAC (PROSAC sampling + local optimisation): ~2.5x faster than plain RANSAC here and a tighter fit
-                # (median Sampson error ~20 % lower on Engine GT and on drift alike, so their ratio is unchanged)
-                E, _ = cv2.findEssentialMat(a, b, K, cv2.USAC_ACCURATE, 0.999, 1.0)
-                if E is not None and E.shape == (3, 3):
-                    e = float(_median(sampson(E, a, b, K)))
-        self.rows["err"].append(e)
+            if n >= self.MIN_MATCHES:
+                e = self._errors(pa[q].astype(np.float64), pb[jq].astype(np.float64), K)
+        failed = e is None or len(e) == 0
+        self.rows["err"].append(np.nan if failed else float(_median(e)))
         self.rows["frame"].append(i)
         self.rows["n"].append(n)
+        self.rows["failed"].append(failed)
+        self.rows["covisible"].append(self._covisible(i, j_frame))
+        self.samples.append(np.zeros(0) if failed else e)
+
+    def _errors(self, a, b, K):
+        """Every match's co-visible distance over the median depth (see the class), or None when no essential
+        matrix fits."""
+        # USAC (PROSAC sampling + local optimisation): ~2.5x faster than plain RANSAC here and a tighter fit
+        E, mask = cv2.findEssentialMat(a, b, K, cv2.USAC_ACCURATE, 0.999, 1.0)
+        if E is None or E.shape != (3, 3):
+            return None
+        s = sampson(E, a, b, K)
+        w = np.ones(len(a))
+        Ki = np.linalg.inv(K)
+        h0, h1 = _homogeneous(a) @ Ki.T, _homogeneous(b) @ Ki.T
+        Rh = rotation_between(h0, h1)
+        err_rot = float(_median(np.linalg.norm(_project(K, h0 @ Rh.T) - b, axis=1)))
+        if err_rot > self.PARALLAX_RATIO * max(float(_median(s)) * K[0, 0], 0.25):  # depth is observable
+            _, R, t, pm = cv2.recoverPose(E, a, b, K, mask=mask.copy() if mask is not None else None)
+            X = cv2.triangulatePoints(K @ np.eye(3, 4), K @ np.hstack([R, t]), a.T, b.T)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                Z0 = X[2] / X[3]
+                Z1 = (R @ (X[:3] / X[3]) + t)[2]
+            ok = (pm.reshape(-1) > 0) & np.isfinite(Z0) & (Z0 > 0) & np.isfinite(Z1) & (Z1 > 0)
+            if ok.sum() >= self.TRIANGULATE_MIN:
+                w[ok] = Z0[ok] / float(np.median(Z0[ok]))
+        return s * w
 
     def finish(self):
-        return {"err": np.asarray(self.rows["err"], np.float64), "frame": np.asarray(self.rows["frame"], np.int32),
-                "n": np.asarray(self.rows["n"], np.int32)}
+        out = {"err": np.asarray(self.rows["err"], np.float64), "frame": np.asarray(self.rows["frame"], np.int32),
+               "n": np.asarray(self.rows["n"], np.int32), "failed": np.asarray(self.rows["failed"], bool),
+               "covisible": np.asarray(self.rows["covisible"], bool)}
+        out["e"] = np.concatenate(self.samples).astype(np.float64) if self.samples else np.zeros(0)
+        out["e_pair"] = np.concatenate([np.full(len(x), k, np.int32) for k, x in enumerate(self.samples)]) \
+            if self.samples else np.zeros(0, np.int32)
+        return out
 
 
 def sampson(E, a, b, K):

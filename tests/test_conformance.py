@@ -53,7 +53,7 @@ def kind_of(name: str) -> str:
     if cls.__module__.startswith("worldgate.adapters.engine."):
         return "engine"
     if issubclass(cls, RepoAdapter):
-        return "repo"
+        return "repo-2p" if cls.info.players == 2 else "repo"
     if cls.__module__ == "worldgate.adapters.sana_wm":
         return "diffusers"
     return "unknown"
@@ -66,6 +66,10 @@ def test_rollout_conformance(name, tmp_path, monkeypatch, request):
         check_engine(name, tmp_path)
     elif kind == "repo":
         check_repo(name, tmp_path, monkeypatch, request.getfixturevalue("fake_video"))
+    elif kind == "repo-2p":  # two-player repository models (solaris-mp/-sp) run a MultiWorldBench case
+        from test_adapter_solaris import check_two_player_repo
+
+        check_two_player_repo(name, tmp_path, monkeypatch)
     elif kind == "diffusers":
         check_sana_wm(name, tmp_path, request.getfixturevalue("tiny_sana_weights"))
     else:

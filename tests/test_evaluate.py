@@ -148,12 +148,106 @@ def test_worldmark_keys_outside_the_protocol_are_unavailable():
     assert cache is None and "single W/S/A/D moves and L/R looks" in why
 
 
-def test_classical_parallax_split_ignores_still_pairs():
-    f = _feat(n=40)
-    f["poses"] = {"valid": np.ones(40, bool), "trans_amp": np.array([5.0] * 16 + [0.0] * 24),
-                  "rot_amp": np.array([0.2] * 16 + [0.01] * 24), "gap": np.asarray(2)}
-    px, kind = WP.parallax(f, ["A"], 42, 0.5)
-    assert kind == "px" and px[0]["p_trans"] == pytest.approx(5 / 5.2, abs=1e-3)  # the still pairs do not vote
+def _px_poses(n, rows):
+    """A pose feature of n pairs whose rows {f: (translational?, iv, u)} carry parallax samples."""
+    valid, t = np.zeros(n, bool), np.zeros((n, 3))
+    iv, u, pair = [], [], []
+    for f, (moving, d, flow) in rows.items():
+        valid[f] = True
+        t[f] = [1.0, 0, 0] if moving else 0.0
+        iv.append(np.asarray(d, float))
+        u.append(np.asarray(flow, float))
+        pair.append(np.full(len(d), f))
+    return {"valid": valid, "t": t, "gap": np.asarray(2), "px_iv": np.concatenate(iv), "px_u": np.concatenate(u),
+            "px_pair": np.concatenate(pair)}
+
+
+def test_classical_parallax_samples_feed_worldmarks_fit():
+    """The classical backend gives WorldMark's fit (fe:207-223) its samples: per picked frame the tracks of the pair
+    starting there, inverse depth and horizontal flow, u halved to SEA-RAFT's scale."""
+    from worldgate.evaluate.worldmark.flow_eval import parallax_fit
+    rng = np.random.default_rng(3)
+    d = rng.uniform(0.05, 0.5, 40)
+    f = _feat(n=80)
+    # a strafe: u = -30 / Z + 1 on every even pair; picks of one 82-frame segment: 20, 36, 52, 68 (fe:182-188)
+    f["poses"] = _px_poses(80, {k: (True, d, -30.0 * d + 1.0) for k in range(0, 80, 2)})
+    raw, kind = WP.parallax(f, ["A"], 82, 0.5)
+    assert kind == "px_raw" and sorted(raw) == [0]
+    assert len(raw[0][0]) == 4 * 38  # 1-99 % of 40 samples kept at each of the 4 picked frames
+    fit = parallax_fit(raw, ["A"])[0]
+    assert fit["a"] == -15.0 and fit["b_far"] == 0.5  # half-size flow: u/2 = -15 iv + 0.5
+    spread = np.percentile(raw[0][0], 95) - np.percentile(raw[0][0], 5)
+    assert fit["p_trans"] == round(15 * spread / (15 * spread + 0.5 + 1e-6), 3)
+    # a pure turn: every pair rotation-only, points at infinity (iv = 0) -> no translation share
+    f["poses"] = _px_poses(80, {k: (False, np.zeros(40), np.full(40, 6.0)) for k in range(0, 80, 2)})
+    fit = parallax_fit(WP.parallax(f, ["R"], 82, 0.5)[0], ["R"])[0]
+    assert fit["p_trans"] == 0.0 and fit["p_yaw"] == 1.0 and fit["b_far"] == 3.0
+
+
+def test_imported_worldmark_cache_feeds_its_own_parallax_samples():
+    """A flow feature imported from WorldMark's FLOW cache carries the fit's samples (px_iv_j, px_uu_j in 640-wide
+    pixels): the protocol hands them to the fit on SEA-RAFT's half scale, without depth or grid."""
+    f = _feat(n=80)
+    f["flow"].update(px_segs=np.array([1]), px_iv_1=np.array([0.1, 0.2, 0.3]), px_uu_1=np.array([2.0, 4.0, 6.0]))
+    raw, kind = WP.parallax(f, ["W", "A"], 82, 0.5)
+    assert kind == "px_raw" and list(raw) == [1]
+    np.testing.assert_array_equal(raw[1][1], [1.0, 2.0, 3.0])
+
+
+def test_classical_parallax_outvotes_a_lone_translational_pair():
+    """A pair the pose model calls translational inside a turn its neighbours call rotation-only has noise for depths:
+    its points count as at infinity, like theirs."""
+    from worldgate.evaluate.worldmark.flow_eval import parallax_fit
+    rng = np.random.default_rng(4)
+    rows = {k: (False, np.zeros(30), np.full(30, 6.0) + rng.normal(0, 0.1, 30)) for k in range(0, 80, 2)}
+    d = rng.uniform(0.05, 0.5, 30)
+    rows[20] = (True, d, 6.0 + 20 * d)  # picked frame 20, a misjudged pair
+    f = _feat(n=80)
+    f["poses"] = _px_poses(80, rows)
+    raw, _ = WP.parallax(f, ["R"], 82, 0.5)
+    assert not raw[0][0].any()
+    assert parallax_fit(raw, ["R"])[0]["p_trans"] == 0.0
+
+
+def test_classical_pose_pairs_triangulate_inverse_depth():
+    """PoseExtractor's parallax samples of a sideways step: inverse depth proportional to 1/Z of the true points
+    (unit baseline), u their horizontal flow in 640-wide pixels."""
+    from worldgate.evaluate.classical_geometry import PoseExtractor
+    rng = np.random.default_rng(5)
+    K = np.array([[200.0, 0, 127.5], [0, 200.0, 127.5], [0, 0, 1]])
+    X = np.c_[rng.uniform(-4, 4, 150), rng.uniform(-3, 3, 150), rng.uniform(3, 12, 150)]
+    p0 = X[:, :2] / X[:, 2:] * 200 + 127.5
+    Xb = X - np.array([0.3, 0, 0])  # camera b 0.3 m to the right
+    p1 = Xb[:, :2] / Xb[:, 2:] * 200 + 127.5
+    ex = PoseExtractor()
+    ex.K, ex.Ki, ex.width = K, np.linalg.inv(K), 256
+    row = ex._estimate(p0.astype(np.float32), p1.astype(np.float32))
+    iv, u = row[-1]
+    assert np.any(row[1]) and len(iv) >= 140
+    # each sample's point: match by its flow (u = -0.3 * 200 / Z * 640 / 256)
+    z_of_u = -0.3 * 200 * 2.5 / u
+    np.testing.assert_allclose(iv * z_of_u, np.median(iv * z_of_u), rtol=2e-3)  # iv = baseline / Z
+    assert np.median(iv * z_of_u) == pytest.approx(0.3, rel=2e-3)  # depth on a unit baseline is Z / 0.3
+
+
+def test_global_memory_counts_unmatched_pairs_as_failures():
+    """WorldMark's global quantity on the classical backend: the median over every match of every co-visible pair;
+    a co-visible pair without matches is a failure weighed like a typical pair, never dropped (vg:90-92, fm:90)."""
+    from worldgate.evaluate.worldmark.geometry import global_error, global_memory
+    P = M.params()
+    G = {"failed": np.array([False, False, True, True]), "covisible": np.array([True, True, True, False]),
+         "e": np.array([0.001, 0.002, 0.003, 0.004, 0.005, 0.006]), "e_pair": np.array([0, 0, 0, 1, 1, 1])}
+    e, det = global_error(G, P)
+    # six samples weight 1 plus one failure (1.0) of weight 3 (a typical pair's matches): median of 9 is the 5th
+    assert e == 0.005 and det == {"pairs": 3, "unmatched_pairs": 1, "not_covisible": 1, "matches": 6,
+                                  "median_err": 0.005}
+    assert global_memory({"geometry": G}, {}, "classical", P).value == pytest.approx(100 / (1 + 0.005 / 0.05))
+    G2 = dict(G, failed=np.array([False, True, True, True]), covisible=np.ones(4, bool))
+    assert global_error(G2, P)[0] == 1.0  # most pairs unmatched: the failures decide
+    dissolved = {"failed": np.ones(5, bool), "covisible": np.ones(5, bool), "e": np.zeros(0), "e_pair": np.zeros(0)}
+    assert global_memory({"geometry": dissolved}, {}, "classical", P).value == pytest.approx(100 / 21)
+    turned = dict(dissolved, covisible=np.zeros(5, bool))
+    assert global_memory({"geometry": turned}, {}, "classical", P).value is None
 
 
 def test_rpe_translation_matches_evo():

@@ -13,6 +13,8 @@ model                        defect                                             
 ``engine-flicker``           every 5th frame is 45 % darker                          local memory (hard cuts)
 ``engine-forget``            things out of view for 0.5 s come back recoloured       revisit memory
 ``engine-blur``              Gaussian blur (sigma 2.2 px) plus noise (sigma 10)      visual / imaging quality
+``engine-dissolve``          after 15 % of the video the picture dissolves into a    global memory
+                             featureless blur (over 1 s) and stays so
 ============================ ======================================================= ===========================
 """
 
@@ -245,6 +247,30 @@ class BlurEngine(_Fault):
         return np.clip(out, 0, 255).astype(np.uint8)
 
 
+class DissolveEngine(_Fault):
+    info = _info("engine-dissolve", "fault: after 15 % of the video the picture dissolves (over 1 s) into a "
+                 "featureless blur and stays so")
+    START_FRAC = 0.15
+    FADE_S = 1.0
+    SIGMA_FRAC = 1 / 12  # blur sigma as a share of the frame width: no corner survives it
+    CONTRAST = 0.3  # what is left of the blurred picture's contrast around its mean
+
+    def begin_rollout(self, plan, c2w, world, context):
+        super().begin_rollout(plan, c2w, world, context)
+        self._times = plan.arrays["times"]
+
+    def post_frame(self, i, rgb):
+        t = self._times
+        a = min(1.0, max(0.0, (float(t[i]) - self.START_FRAC * float(t[-1])) / self.FADE_S))
+        if a <= 0.0:
+            return rgb
+        f = rgb.astype(np.float32)
+        blur = cv2.GaussianBlur(f, (0, 0), max(1.0, self.SIGMA_FRAC * rgb.shape[1]))
+        mean = blur.reshape(-1, 3).mean(axis=0)
+        gone = mean + self.CONTRAST * (blur - mean)
+        return np.clip((1 - a) * f + a * gone, 0, 255).astype(np.uint8)
+
+
 #: fault model -> (metrics it must lower, the margin in points (WorldMark 0-100), its description)
 FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float]] = {
     "engine-drift": (("direction_purity_trans",), 10.0),
@@ -255,4 +281,5 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float]] = {
     "engine-flicker": (("local_memory",), 15.0),
     "engine-forget": (("revisit_memory",), 5.0),
     "engine-blur": (("visual_quality",), 15.0),
+    "engine-dissolve": (("global_memory",), 40.0),
 }

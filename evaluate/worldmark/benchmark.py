@@ -67,7 +67,7 @@ def memory_config(backend: str, P: dict) -> MemoryConfig:
 def table_config(backend: str, P: dict):
     cfg = master_config(P)
     tau_mut = P["local_mutation_classical"] if backend == "classical" else cfg.tau_mut
-    return dataclasses.replace(cfg, tau_mut=tau_mut, tau_g=P[f"global_e_scale_{backend}"])
+    return dataclasses.replace(cfg, tau_mut=tau_mut, tau_g=P["global_tau"])
 
 
 def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
@@ -109,8 +109,12 @@ def _entries(items: list[dict], backend: str, P: dict, delta: float | None = Non
 
 
 def _row(items, backend, P, delta=None) -> tuple[dict, dict]:
+    """The master row of ``items`` (one model's videos), and WorldMark's entries behind it. A run holding several
+    models' videos (an import of a delivery with two MODEL folders) pools them as one row here; :func:`finish` also
+    keeps each model's own row."""
     flow, c1, c2, c3, delta = _entries(items, backend, P, delta)
-    rows = master_rows(flow, c1, c2, c3, {}, table_config(backend, P)) if flow or c3 else {}
+    one = [dict(e, model="run") for e in flow], *({k: dict(v, model="run") for k, v in d.items()} for d in (c1, c2, c3))
+    rows = master_rows(*one, {}, table_config(backend, P)) if flow or c3 else {}
     row = next(iter(rows.values())) if rows else {c: float("nan") for c in COLS}
     return row, {"flow": flow, "c1": c1, "c2": c2, "c3": c3, "delta": delta}
 
@@ -150,10 +154,7 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
             else:
                 out[mid] = na("trip skipped by WorldMark's gates: " + ", ".join(sorted(c2.get("reasons", []))))
         elif col == "Global" and "geometry" in feat:  # one video: 100 / (1 + e / tau) (fm:90 with a single e)
-            e = it.get("global_e")
-            tau = table_config(backend, P).tau_g
-            out[mid] = Score(100.0 / (1.0 + e / tau), detail={"median_err": e}) if e is not None else \
-                na("no frame pair at 1 fps with enough matches to fit two-view geometry")
+            out[mid] = global_memory(feat, rec, backend, P)
     return out
 
 
@@ -174,8 +175,17 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
         row, ent = _row([it for it in items if it["split"] == sfx], backend, P)
         splits[sfx] = {c: _value(v) for c, v in row.items()} | {"delta": ent["delta"]}
     row, ent = _row(items, backend, P)
+    models = sorted({it["model"] for it in items})
+    per_model = {}
+    if len(models) > 1:  # one table row per model as well (final_master's rows), each split's delta shared
+        for sfx in splits:
+            part = [it for it in items if it["split"] == sfx]
+            per_model[sfx] = {m: {c: _value(v) for c, v in _row([it for it in part if it["model"] == m], backend, P,
+                                                                 delta=splits[sfx]["delta"])[0].items()}
+                              for m in models if any(it["model"] == m for it in part)}
     results["worldmark"] = {
         "commit": WORLDMARK_COMMIT, "columns": COLS, "splits": splits,
+        **({"models": per_model, "mixed_models": models} if per_model else {}),
         "run": {c: _value(v) for c, v in row.items()} | {"delta": ent["delta"]},
         "options": {k: P.get(k) for k in ("wm_time_base_real_fps", "wm_flow_full_scale")},
         "backend_deviations": [] if backend == "learned" else [
@@ -183,8 +193,9 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
             f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
             f"{P['revisit_d_scale_classical']:g} instead of 0.10 and 1.0",
             "parallax split from the classical pose model's amplitudes (no depth samples for WorldMark's fit)",
-            "global memory: median Sampson error of two-view geometry (not VGGT-Omega's co-visible distance), "
-            f"tau global_e_scale_classical = {P['global_e_scale_classical']:g}",
+            "global memory: co-visible distance over median depth from ORB two-view geometry between key frames "
+            "1 s apart (VGGT-Omega: every pair of its reconstruction); unmatched co-visible pairs count as "
+            f"global_unmatched_e = {P['global_unmatched_e']:g}",
             "hard cuts from frame differences (not TransNetV2)"],
     }
     for col, mid in COLUMN.items():

@@ -11,8 +11,8 @@ protocol's scale, and says where a backend cannot:
   keeps it whole), the key sequence and action id;
 - the parallax split per lateral/yaw segment on the frames WorldMark picks (every 16th frame in [0.25, 0.9] of the
   segment, fe:182-188): the learned backend gives the fit's samples (inverse depth and horizontal flow at the same
-  points of the 8x8 grid), the classical one the fit's two amplitudes from its pose model (it has no depth): their
-  translation share is the motion-weighted median over every pose pair of the segment;
+  points of the 8x8 grid), the classical one the same samples from its pose model's tracks of the pair starting at
+  (or just before) each picked frame (triangulated inverse depth, 0 where rotation alone explains the motion);
 - per-frame embeddings for local (C1) and revisit (C2) memory and the hard-cut frames (the first frame after a
   frame-difference jump, TransNetV2's convention);
 - the native video width for C2's degree-to-pixel conversion (cv:239).
@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flow_eval import ACTION_TABLE, FLOW_FPS, FlowConfig, flow_record, parallax_from_amplitudes
+from .flow_eval import ACTION_TABLE, FLOW_FPS, FlowConfig, flow_record
 from .master import MasterConfig
 
 #: key sequence -> WorldMark action id (pr:13-17)
 ACTION_OF_KEYS = {v: k for k, v in ACTION_TABLE.items()}
 MOVE_KEYS, LOOK_KEYS = set("WSAD"), set("LR")
+#: the classical parallax samples: half-width (s) of the window of pose pairs whose majority model choice
+#: (rotation only, or translation) a picked pair must share for its triangulated depths to count
+VOTE_S = 0.5
 
 
 def record_keys(trajectory: dict) -> tuple[list[str] | None, str]:
@@ -59,10 +62,18 @@ def _picks(j: int, n_keys: int, n_frames: int, step: int = 2) -> list[int]:
 
 
 def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[dict, str]:
-    """({segment: fit input}, kind): "px_raw" samples (inverse depth, u) where the backend has depth, else the
-    "px" split from the classical pose model's amplitudes; segments without a usable frame are left out (fe then
-    weighs them 1, as WorldMark does when its fit has no samples)."""
+    """({segment: (inverse depth, u) samples of WorldMark's fit}, "px_raw") on the frames WorldMark picks: from the
+    learned depth and flow grid, or from the classical pose model's triangulated tracks (inverse depth on a unit
+    baseline, 0 under the rotation-only model; the fit is invariant to the depth's scale); segments without a usable
+    frame are left out (fe then weighs them 1, as WorldMark does when its fit has no samples)."""
     lat = [j for j, k in enumerate(keys) if k in "ADLR"]
+    F = feat["flow"]
+    if "px_segs" in F:  # an imported WorldMark FLOW cache: the fit's own samples (evaluate/worldmark/imported.py)
+        raw = {}
+        for j in (int(x) for x in np.asarray(F["px_segs"]).ravel()):
+            if j < len(keys) and f"px_iv_{j}" in F and f"px_uu_{j}" in F:
+                raw[j] = (np.asarray(F[f"px_iv_{j}"], float), np.asarray(F[f"px_uu_{j}"], float) * scale)
+        return raw, "px_raw"
     if "depth" in feat:
         D, grid = feat["depth"], feat["flow"]["grid"]
         raw = {}
@@ -81,24 +92,38 @@ def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[
                 raw[j] = (np.concatenate(iv), np.concatenate(uu))
         return raw, "px_raw"
     P = feat["poses"]
+    if "px_iv" not in P:
+        return {}, "px_raw"
+    gap = int(P.get("gap", 2))  # pose rows: pair f -> f + gap, estimated for f = 0, gap, 2 gap, ...
+    iv_all, u_all, row = (np.asarray(P[k]) for k in ("px_iv", "px_u", "px_pair"))
+    order = np.argsort(row, kind="stable")
+    starts = np.searchsorted(row[order], np.arange(len(P["valid"]) + 1))
     valid = np.asarray(P["valid"], bool)
-    gap = int(P.get("gap", 2))  # pose pairs are frame i vs i + gap (valid on every gap-th frame)
-    amps = {}
-    for j in lat:  # every pose pair of the segment: the classical split needs the whole segment to be robust (its
-        lo, hi = int(j * n_frames / len(keys)), int((j + 1) * n_frames / len(keys)) - gap  # rotation-only test can
-        pairs = np.arange(lo, min(hi, len(valid)))  # miss for a stretch of a turn; the fit's 1 fps picks are few)
-        pairs = pairs[valid[pairs]]
-        tr, ro = np.asarray(P["trans_amp"], float)[pairs], np.asarray(P["rot_amp"], float)[pairs]
-        w = tr + ro
-        if len(pairs) == 0 or w.sum() <= 1e-9:
-            continue
-        # the translation share as a motion-weighted median over the pairs: a misjudged pair cannot tip it
-        share = tr / np.maximum(w, 1e-12)
-        order = np.argsort(share)
-        cw = np.cumsum(w[order])
-        p = float(share[order][np.searchsorted(cw, 0.5 * cw[-1])])
-        amps[j] = (p * float(np.median(w)) * scale, (1.0 - p) * float(np.median(w)) * scale)
-    return parallax_from_amplitudes(amps, keys), "px"
+    moving = valid & (np.linalg.norm(np.asarray(P["t"], float).reshape(-1, 3), axis=1) > 0)
+    half = int(round(FLOW_FPS * VOTE_S))
+    raw = {}
+    for j in lat:
+        iv, uu = [], []
+        for i in _picks(j, len(keys), n_frames):
+            f = i - i % gap  # the estimated pair nearest the frame WorldMark picks
+            if f >= len(valid) or not valid[f]:
+                continue
+            sel = order[starts[f]:starts[f + 1]]
+            d, u = iv_all[sel].astype(float), u_all[sel].astype(float) * scale
+            win = slice(max(0, f - half), f + half + 1)
+            if moving[f] and 2 * int(moving[win].sum()) < int(valid[win].sum()):
+                # the camera's motion is smooth: a pair whose model choice (translation) the pairs around it do not
+                # share is a misjudged rotation, and its depths are noise; its points are at infinity like theirs
+                d = np.zeros_like(d)
+            if len(d) == 0:
+                continue
+            q1, q99 = np.percentile(d, 1), np.percentile(d, 99)  # fe:203
+            kp = (d >= q1) & (d <= q99)
+            iv.append(d[kp])
+            uu.append(u[kp])
+        if iv and sum(len(x) for x in iv) >= 2:
+            raw[j] = (np.concatenate(iv), np.concatenate(uu))
+    return raw, "px_raw"
 
 
 def flow_cache(feat: dict, rec: dict, P: dict) -> tuple[dict | None, str]:

@@ -45,9 +45,8 @@ def write_worldmark_results(run: str | Path, root: str | Path, model: str, backe
     for sfx in sorted({it["split"] for it in items}):
         part = [it for it in items if it["split"] == sfx]
         flow, c1, c2, c3, _ = _entries(part, backend, P)
-        # only what the backend measured as WorldMark does: the classical two-view error is not VGGT-Omega's
-        # co-visible distance, so it stays out of omega_c3 (final_master then prints Global as missing, as we do)
-        c3 = c3 if backend == "learned" else {}
+        # both backends measure WorldMark's global quantity (co-visible distance over median depth, vg:33-94;
+        # the classical one from two-view geometry), so omega_c3 holds it and final_master applies its own tau
         d = write_results_tree(str(root), sfx, flow, c1, c2, c3, {})
         os.makedirs(result_dirs(str(root), sfx)["flow_cache"], exist_ok=True)
         for it in part:
