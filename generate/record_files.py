@@ -20,8 +20,6 @@ MAX_JSON_BYTES = 16 << 20
 MAX_ARRAY_BYTES = 1 << 30
 
 
-
-
 class RecordError(ValueError):
     """A record file that is refused: a link, not a regular file (a FIFO, a device), too large, or malformed."""
 
@@ -103,6 +101,10 @@ def read_record_json(path: Path, limit: int = MAX_JSON_BYTES):
         raise RecordError(f"{name} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise RecordError(f"{name} is nested too deeply to be a record's JSON") from None
+    except ValueError as e:  # an integer past Python's int-string conversion limit (sys.get_int_max_str_digits)
+        first = (str(e).splitlines() or [type(e).__name__])[0].split(";")[0]
+        raise RecordError(f"{name} holds a number too long to be a record's value ({first}): rewrite the record") \
+            from None
 
 
 def read_record_array(path: Path, limit: int = MAX_ARRAY_BYTES):

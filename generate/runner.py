@@ -2,11 +2,16 @@
 
 Resumable (complete records are skipped, stale temporary folders removed), fault tolerant (a failing case is logged
 to ``jobs.jsonl`` and the run goes on; the exit status says whether any case failed), and deterministic for a seed.
+Two exceptions to "the run goes on": a full disk stops the run at once (:class:`DiskFullError`: every other case
+would fail the same way), and a case whose record folder is refused (a symbolic link) is reported and skipped.
+Several generators may share one run folder: each case is claimed before it is written (``records.claim_case``), so
+none is written twice; a case claimed by a live other process is skipped here and said so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fnmatch
 import inspect
 import json
@@ -31,7 +36,16 @@ from worldgate.trajectories.core import MAX_SEGMENT_SECONDS, MIN_SEGMENT_SECONDS
 from worldgate.trajectories.registry import did_you_mean
 from worldgate.trajectories.suites import SUITES, SuiteError, check_depth, load_suite
 
-from .records import clean_stale_tmp, git_hash, is_complete, record_dir, write_plan, write_rollout
+from .records import (
+    RecordError,
+    claim_case,
+    clean_stale_tmp,
+    git_hash,
+    is_complete,
+    record_dir,
+    write_plan,
+    write_rollout,
+)
 
 log = logging.getLogger("worldgate.generate")
 
@@ -42,6 +56,10 @@ class GenerateResult:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    #: cases a live other process was writing (its claim held): not written here, not failures
+    claimed: dict[str, str] = field(default_factory=dict)
+    #: cases whose record folder was refused (a symbolic link): also in ``failed``
+    refused: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -58,6 +76,47 @@ MAX_SEED = 2**32 - 1  # --seed and suite.seed: integers in [0, MAX_SEED]
 CONTEXT_LIMITS = {"recent": (0, 1000), "fov_h": (1e-3, 180.0), "fov_v": (1e-3, 180.0), "points": (1, 1_000_000),
                   "radius": (1e-3, 1e4), "gate": (1e-3, 1e4), "seed": (0, MAX_SEED)}
 OVERRIDE_HELP = "e.g. model.width=128 suite.full=true trajectory.seconds=2"
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """The disk under the run folder is full (ENOSPC or EDQUOT): the run stops, naming the folder. Its message is one
+    line: what happened, where, and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def disk_full(e: BaseException) -> str | None:
+    """What says the disk is full in ``e`` or its causes (an ``OSError`` with ENOSPC/EDQUOT, or a model's or
+    encoder's message "No space left on device"), else None."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS:
+            why = str(e.strerror or os.strerror(e.errno))
+            return _one_line(f"{why}: {e.filename}" if e.filename else why)
+        text = str(e)
+        if any(p in text.lower() for p in ("no space left on device", "disk quota exceeded")):
+            line = next(ln for ln in text.splitlines() if "no space left" in ln.lower() or "quota" in ln.lower())
+            return _one_line(line)
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _disk_full_error(out: Path, what: str, why: str, left: int = 0) -> DiskFullError:
+    rest = f"; stopped with {left} case(s) not tried" if left else ""
+    return DiskFullError(f"no space left on device in {out}: {what} failed ({why}){rest}; free space there (or "
+                         "give another --out) and rerun the same command: complete records are kept, no partial one is "
+                         "left")
 
 
 def parse_overrides(items: list[str] | None) -> dict:
@@ -336,29 +395,78 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                 raise TrajectoryError(f"trajectory.seconds={traj_seconds:g}: case {c.id}: {e}") from None
 
     out = check_out(Path(out or Path("runs") / f"{model}-{suite}"))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = disk_full(e)
+        if why:
+            raise _disk_full_error(out, "creating the run folder", why) from None
+        raise
     result = GenerateResult(out=out)
     config = build_config(model, suite, margs, sargs, seed, dry_run, limit, traj_seconds, data)
     config["context"] = policy.describe() if policy is not None else None
     run_json = out / "run.json"
     if not run_json.exists():  # several processes may race here: write whole, rename into place
         tmp = out / f".run.json.{os.getpid()}"
-        tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
-        os.replace(tmp, run_json)
+        try:
+            tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
+            os.replace(tmp, run_json)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            why = disk_full(e)
+            if why:
+                raise _disk_full_error(out, "writing run.json", why) from None
+            raise
     clean_stale_tmp(out)
+
+    def done_already(d: Path) -> bool:
+        return is_complete(d, "rollout") or (dry_run and is_complete(d, "plan"))
+
+    def refuse(case_id: str, why: str) -> None:
+        result.refused[case_id] = why
+        result.failed[case_id] = f"refused: {why}"
+        _log_job(out, case_id, "refused", 0.0, why)
+        log.error("case %s refused: %s", case_id, why)
 
     todo = []
     for c in cases:
-        d = record_dir(out, c.id)
-        if is_complete(d, "rollout") or (dry_run and is_complete(d, "plan")):
+        try:
+            d = record_dir(out, c.id)
+        except RecordError as e:  # its record folder is a symbolic link: this case only
+            refuse(c.id, str(e))
+            continue
+        if done_already(d):
             result.skipped.append(c.id)
         else:
             todo.append(c)
     loaded = False
     bar = _progress(todo, progress, f"{model} {'plan' if dry_run else 'rollout'}")
-    for case in bar:
+    for i, case in enumerate(bar):
+        try:
+            claim, owner = claim_case(out, case.id)
+        except RecordError as e:
+            refuse(case.id, str(e))
+            continue
+        except OSError as e:  # even an empty claim file needs room
+            why = disk_full(e)
+            if why:
+                raise _disk_full_error(out, f"claiming case {case.id}", why, len(todo) - i) from None
+            raise
+        if claim is None:
+            result.claimed[case.id] = owner
+            log.warning("case %s is being written by %s into %s: skipped here (its record will be that process's); "
+                        "rerun generate once it ends to pick up any case it left", case.id, owner, out)
+            continue
         t0 = time.perf_counter()
         try:
+            try:
+                d = record_dir(out, case.id)
+            except RecordError as e:  # it became a symbolic link meanwhile
+                refuse(case.id, str(e))
+                continue
+            if done_already(d):  # another process finished it after this one listed the cases
+                result.skipped.append(case.id)
+                continue
             plan = adapter.plan(case)
             if dry_run:
                 write_plan(out, case, adapter, plan, seed, config)
@@ -375,7 +483,13 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
             msg = f"{type(e).__name__}: {e}"
             result.failed[case.id] = msg
             _log_job(out, case.id, "failed", time.perf_counter() - t0, msg, traceback.format_exc())
+            why = disk_full(e)
+            if why:  # every remaining case would fail the same way: stop, naming the folder
+                raise _disk_full_error(out, f"writing the record of case {case.id}", why,
+                                       len(todo) - i - 1) from None
             log.error("case %s failed: %s", case.id, msg)
+        finally:
+            claim.release()
     return result
 
 
@@ -385,8 +499,17 @@ def _log_job(out: Path, case_id: str, status: str, seconds: float, error: str | 
     if error:
         row["error"] = error
         row["traceback"] = tb
-    with open(out / "jobs.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+    line = (json.dumps(row) + "\n").encode()
+    try:  # one write of the whole line (O_APPEND): lines of generators sharing the run never interleave
+        fd = os.open(out / "jobs.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if not disk_full(e):
+            raise
+        log.warning("jobs.jsonl in %s not written (%s): case %s %s", out, os.strerror(e.errno), case_id, status)
 
 
 def _progress(items, enabled: bool, desc: str):

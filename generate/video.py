@@ -3,10 +3,15 @@ measured by reading it back, never copied from what was asked for."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import subprocess
+import sys
+import threading
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import imageio_ffmpeg
@@ -17,18 +22,67 @@ CRF = 18
 PRESET = "medium"
 
 
+class EncoderError(RuntimeError):
+    """The video encoder (ffmpeg) failed; its last lines of output are in the message."""
+
+
+#: the phrases of an encoder's output that mean the disk (or the user's quota) is full
+DISK_FULL = ("no space left on device", "disk quota exceeded")
+_STDERR_KEEP = 16 << 10  # the last bytes of ffmpeg's output kept for an error message
+
+
+def _disk_full_error(path: Path, detail: str) -> OSError:
+    """``OSError(ENOSPC)``, whose message names the file (the caller says what to do: it knows the run)."""
+    return OSError(errno.ENOSPC, f"the video encoder could not write {path}: no space left on device ({detail})")
+
+
 class VideoWriter:
-    """Streams uint8 RGB frames into an H.264 mp4 through an ffmpeg subprocess (which encodes on its own core)."""
+    """Streams uint8 RGB frames into an H.264 mp4 through an ffmpeg subprocess (which encodes on its own core).
+
+    The encoder's exit status is checked on :meth:`close` and its output kept: a full disk is an ``OSError`` with
+    ``errno.ENOSPC`` (message "no space left on device ... <file>"), any other failure an :class:`EncoderError` with
+    ffmpeg's last line, never a silently broken file. The command is the one ``imageio_ffmpeg.write_frames`` runs
+    (same bytes out)."""
 
     def __init__(self, path: str | Path, width: int, height: int, fps: float, crf: int = CRF, preset: str = PRESET):
         if width % 2 or height % 2:
             raise ValueError(f"H.264 yuv420p needs even frame sizes, got {width}x{height}")
         self.path, self.size, self.n = Path(path), (int(width), int(height)), 0
-        self._gen = imageio_ffmpeg.write_frames(
-            str(self.path), self.size, fps=float(fps), codec="libx264", pix_fmt_out="yuv420p", quality=None,
-            macro_block_size=2, output_params=["-crf", str(crf), "-preset", preset], ffmpeg_log_level="error",
-        )
-        self._gen.send(None)
+        rate = fps if isinstance(fps, Fraction) else Fraction(float(fps)).limit_denominator()
+        cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-f", "rawvideo", "-vcodec", "rawvideo",
+               "-s", f"{self.size[0]}x{self.size[1]}", "-pix_fmt", "rgb24", "-r", str(rate), "-i", "-", "-an",
+               "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-v", "error", "-crf", str(crf), "-preset", preset,
+               str(self.path)]
+        # its own process group, as imageio_ffmpeg does: Ctrl-C reaches Python, which then stops the encoder
+        self._p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   start_new_session=sys.platform != "win32")
+        self._err = bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        for chunk in iter(lambda: self._p.stderr.read1(4096), b""):
+            self._err += chunk
+            del self._err[:-_STDERR_KEEP]
+
+    def _failure(self, cause: BaseException | None = None) -> Exception:
+        """The error of a failed encoder (waited for): disk full, or its last line of output."""
+        try:
+            self._p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._p.kill()
+            self._p.wait()
+        self._reader.join(timeout=5)
+        text = self._err.decode(errors="replace")
+        lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return _disk_full_error(self.path, os.strerror(cause.errno))
+        full = next((ln for ln in lines if any(p in ln.lower() for p in DISK_FULL)), None)
+        if full is not None:
+            return _disk_full_error(self.path, f"ffmpeg: {full}")
+        why = lines[-1] if lines else (f"{type(cause).__name__}: {cause}" if cause else "no output")
+        return EncoderError(f"the video encoder (ffmpeg) failed writing {self.path} (exit status "
+                            f"{self._p.returncode}: {why})")
 
     def write(self, frames: np.ndarray) -> None:
         frames = np.asarray(frames)
@@ -37,20 +91,56 @@ class VideoWriter:
         if frames.dtype != np.uint8 or frames.shape[1:] != (self.size[1], self.size[0], 3):
             raise ValueError(f"expected uint8 frames of shape (T, {self.size[1]}, {self.size[0]}, 3), got "
                              f"{frames.dtype} {frames.shape}")
+        if self._p is None:
+            raise ValueError(f"{self.path}: the video writer is closed")
         for f in frames:
-            self._gen.send(np.ascontiguousarray(f))
+            try:
+                self._p.stdin.write(np.ascontiguousarray(f).data)
+            except OSError as e:  # the encoder stopped (a broken pipe): its own output says why
+                self._close_pipe()
+                raise self._failure(e) from None
             self.n += 1
 
+    def _close_pipe(self) -> None:
+        try:
+            self._p.stdin.close()
+        except OSError:
+            pass
+
     def close(self) -> None:
-        if self._gen is not None:
-            self._gen.close()
-            self._gen = None
+        """Finish the file; raises if the encoder failed (see the class)."""
+        if self._p is None:
+            return
+        try:
+            self._close_pipe()
+            err = self._failure() if self._p.wait() != 0 else None
+        finally:
+            self._finish()
+        if err is not None:
+            raise err
+
+    def abort(self) -> None:
+        """Stop the encoder without finishing the file (the record is being discarded)."""
+        if self._p is None:
+            return
+        self._close_pipe()
+        self._p.kill()
+        self._p.wait()
+        self._finish()
+
+    def _finish(self) -> None:
+        self._reader.join(timeout=5)
+        self._p.stderr.close()
+        self._p = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        if exc[0] is None:
+            self.close()
+        else:
+            self.abort()
 
 
 @dataclass

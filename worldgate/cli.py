@@ -57,6 +57,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
                        shard=(rank, world) if world > 1 else None)
     what = "planned" if a.dry_run else "generated"
     print(f"{what} {len(res.done)}, skipped {len(res.skipped)} complete, failed {len(res.failed)} -> {res.out}")
+    if getattr(res, "claimed", None):
+        print(f"  {len(res.claimed)} case(s) being written by another process, not here: rerun once it ends")
     for cid, err in res.failed.items():
         print(f"  FAILED {cid}: {err}", file=sys.stderr)
     if res.failed:
