@@ -2,6 +2,9 @@
 table (read back with the same code final_master runs, proven by the parity tests) is the run's own WorldMark row."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -68,3 +71,32 @@ def test_run_metrics_are_the_pooled_worldmark_row(scored):
     assert results["metrics"]["revisit_memory"]["mean"] == pytest.approx(row["Rev"])
     assert "per_record_mean" in results["metrics"]["direction_accuracy_trans"]
     assert results["metrics"]["qalign_quality"]["mean"] is None
+
+
+FM = os.path.join(os.environ.get("WORLDMARK_CHECKOUT", "/nonexistent"), "evaluation", "worldmark", "final_master.py")
+
+
+@pytest.mark.skipif(not os.path.exists(FM), reason="set WORLDMARK_CHECKOUT to a WorldMark checkout to run its final_master.py")
+def test_worldmarks_final_master_prints_our_table(scored, tmp_path):
+    """WorldMark's own final_master.py on the tree `worldgate export` writes prints worldgate's row (to 0.01) in every
+    column both have; Local is left out: final_master re-thresholds C1's distances with DINOv2's 0.10, the classical
+    embedding's threshold is its own (a documented backend deviation)."""
+    run, results = scored
+    out = tmp_path / "delivery"
+    assert main(["export", str(run), "--format", "worldmark", "--out", str(out)]) == 0
+    env = dict(os.environ, WORLDMARK_RESULTS=str(out / "results"), EVAL_SUFFIX="_real_first")
+    subprocess.run([sys.executable, "final_master.py"], cwd=os.path.dirname(FM), env=env, capture_output=True,
+                   text=True, check=True)
+    theirs = (out / "results" / "results_quality_real_first" / "final_master.csv").read_text().splitlines()
+    head, row = theirs[0].split(","), theirs[1].split(",")
+    ours = results["worldmark"]["splits"]["_real_first"]
+    compared = 0
+    for col, v in zip(head[1:], row[1:]):
+        if col == "Local" or col not in ours:
+            continue
+        if v in ("", "nan"):
+            assert ours[col] is None, col
+        else:
+            assert ours[col] == pytest.approx(float(v), abs=0.01), col
+            compared += 1
+    assert compared == 9  # the action columns (no switch in a W-only video: RL_t empty on both), Global, Rev
