@@ -33,6 +33,7 @@ FEATURES = {
     "classical": Registry("classical feature", {
         "flow": "worldgate.evaluate.classical:FlowExtractor",
         "poses": "worldgate.evaluate.classical_geometry:PoseExtractor",
+        "camera_poses": "worldgate.evaluate.worldmembench.camera:AdjacentPoseExtractor",
         "appearance": "worldgate.evaluate.classical:AppearanceExtractor",
         "quality": "worldgate.evaluate.classical:QualityExtractor",
         "geometry": "worldgate.evaluate.classical_geometry:GeometryExtractor",
@@ -48,7 +49,7 @@ FEATURES = {
         "memory_depth": "worldgate.evaluate.learned:LearnedMemoryDepth",
     }),
 }
-ORDER = {"classical": ("flow", "poses", "appearance", "quality", "geometry", "targets", "events"),
+ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
          "learned": ("flow", "depth", "appearance", "quality", "targets", "memory_depth")}
 
 

@@ -28,15 +28,13 @@ pose file that is a symbolic link, or that resolves outside its run, is skipped 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
-import re
 from pathlib import Path
 
 import numpy as np
 
+from .csv_cells import write_csv
 from .metrics import METRIC_INFO, WORLDMARK_COLUMNS
 from .report_html import ReportError, _esc, write_html
 
@@ -44,7 +42,9 @@ from .report_html import ReportError, _esc, write_html
 WORLDMEMBENCH_GROUPS = {
     "static memory": ["human_identity", "human_appearance", "object_appearance", "object_geometry",
                       "environment_visible", "depth_spearman", "spherical_reconstruction"],
-    "dynamic memory": ["dynamic_p_start", "dynamic_conditional", "dynamic_score"],
+    "dynamic memory": ["dynamic_p_start", "dynamic_conditional", "dynamic_score", "dynamic_return_progress",
+                       "dynamic_persistence", "dynamic_final_state", "dynamic_causal", "dynamic_probe_score",
+                       "dynamic_probe_p_start", "dynamic_probe_conditional"],
     "quality": ["imaging_quality", "aesthetic_quality"],
     "camera following": ["camera_rpe_trans", "camera_rpe_rot"],
 }
@@ -141,23 +141,6 @@ def table(runs: list[dict], ids: list[str], title: str, extra_cols: dict | None 
     return "\n".join(md), rows
 
 
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def _csv_cell(v) -> str:
-    """A cell a spreadsheet shows as text: one that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
-    return (a run or case name, say) gets a leading single quote, so it is never evaluated as a formula (OWASP's CSV
-    injection advice); a plain number is kept as it is."""
-    s = str(v)
-    if s[:1] in ("=", "+", "-", "@", "\t", "\r") and not _NUMBER.fullmatch(s):
-        return "'" + s
-    return s
-
-
-def _write_csv(path: Path, rows):
-    buf = io.StringIO()
-    csv.writer(buf).writerows([[_csv_cell(c) for c in row] for row in rows])
-    path.write_text(buf.getvalue())
 
 
 def _overall(r) -> float | None:
@@ -286,7 +269,9 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
     runs = [load_run(Path(r)) for r in run_dirs]
     if not runs:
         raise ReportError("give at least one run folder")
-    backs = {r["backend"] for r in runs}
+    # runs imported from a benchmark's own results (WorldMark's perception, labelled imported) stand beside any
+    # backend: they are the benchmark's numbers, which is what worldgate's are compared with
+    backs = {r["backend"] for r in runs if not r["results"].get("imported")}
     if len(backs) > 1:
         raise ReportError(f"runs were scored with different backends ({sorted(backs)}); scores from different "
                           f"backends are never mixed: evaluate them all with the same --backend")
@@ -298,13 +283,13 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
     written = {}
     md, rows = table(runs, WORLDMARK_COLUMNS, "WorldMark", {"overall": _overall})
     (out / "worldmark.md").write_text(md)
-    _write_csv(out / "worldmark.csv", rows)
+    write_csv(out / "worldmark.csv", rows)
     written["worldmark"] = "worldmark.md"
     parts = []
     for g, ids in WORLDMEMBENCH_GROUPS.items():
         gmd, grows = table(runs, ids, f"WorldMemBench — {g}")
         parts.append(gmd)
-        _write_csv(out / f"worldmembench-{g.replace(' ', '-')}.csv", grows)
+        write_csv(out / f"worldmembench-{g.replace(' ', '-')}.csv", grows)
     (out / "worldmembench.md").write_text("\n".join(parts))
     written["worldmembench"] = "worldmembench.md"
 
@@ -319,7 +304,7 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
     cols["overall"] = lambda r: (r["results"].get("multiworld") or {}).get("overall", track(MULTIWORLDBENCH)(r))
     md, rows = table(runs, MULTIWORLDBENCH, "MultiWorldBench", cols)
     (out / "multiworldbench.md").write_text(md)
-    _write_csv(out / "multiworldbench.csv", rows)
+    write_csv(out / "multiworldbench.csv", rows)
     written["multiworldbench"] = "multiworldbench.md"
     for name, fn in (("profile.png", plot_profile), ("distributions.png", plot_distributions),
                      ("revisit_decay.png", plot_revisit_decay), ("context.png", plot_context)):

@@ -24,6 +24,7 @@ from worldgate.generate.records import candidate_records, git_hash, read_meta, r
 from worldgate.trajectories.registry import did_you_mean
 
 from . import metrics as M
+from .csv_cells import write_csv
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .metrics import benchmarks, metric_info, score_record
 
@@ -42,7 +43,7 @@ def n_views(folder: Path) -> int:
 
 def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "classical", rescore: bool = False,
                  params: dict | None = None, progress: bool = True, write: bool = True,
-                 extractors: list | None = None) -> dict:
+                 extractors: list | None = None, judge: str | None = None, judge_device: str | None = None) -> dict:
     run = Path(run)
     if not run.is_dir():
         raise FileNotFoundError(f"run folder {run} does not exist (write one with `worldgate generate ... --out {run}`)")
@@ -59,6 +60,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     extractors = extractors if extractors is not None else extractors_for(backend)
     if any(ex.backend != backend for ex in extractors):
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
+    if judge:
+        extractors = list(extractors) + judge_extractors(judge, backend, judge_device)
     samples, t_all = [], time.perf_counter()
     feat_stats = {"computed": 0, "cached": 0}
     collected: dict[str, list] = {b.name: [] for b in benchmarks() if b.collect is not None}
@@ -101,7 +104,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     results.update({
         "run": str(run),
         "config": {"backend": backend, "metrics": sorted(metrics) if metrics else "all", "rescore": rescore,
-                   "params": P, "run_config": _read_json(run / "run.json")},
+                   "params": P, "run_config": _read_json(run / "run.json"), "judge": judge},
         "backends": {ex.name: {"backend": ex.backend, "key": ex.key(), **ex.config()} for ex in extractors},
         "versions": dict(versions()),
         "git": _git(),
@@ -117,6 +120,14 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
         (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
     return results
+
+
+def judge_extractors(judge: str, backend: str, device: str | None = None) -> list:
+    """The extractors a VLM judge (``--judge HF_ID``) adds: each benchmark that takes a judge gives its own."""
+    out = [ex for b in benchmarks() if getattr(b, "judge", None) is not None for ex in b.judge(judge, backend, device)]
+    if not out:
+        raise ValueError("--judge was given but no registered benchmark takes a judge")
+    return out
 
 
 def aggregate(samples: list[dict], metrics: set[str] | None = None) -> dict:
@@ -204,7 +215,9 @@ def format_table(results: list[dict]) -> str:
 
 
 def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
-    backs = {json.dumps(sorted({b["backend"] for b in r["backends"].values()})) for r in results}
+    # imported runs (a benchmark's own results, labelled imported) stand beside any backend's
+    backs = {json.dumps(sorted({b["backend"] for b in r["backends"].values()})) for r in results
+             if not r.get("imported")} or {json.dumps(["imported"])}
     if len(backs) > 1:
         raise ValueError("runs were scored with different backends; scores from different backends are never mixed "
                          "in one table: evaluate them all with the same --backend")
@@ -217,12 +230,14 @@ def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
         rows.append([Path(r["run"]).name, str(r["records"])] + [
             "" if r["metrics"].get(m, {}).get("mean") is None else f"{r['metrics'][m]['mean']:.4g}" for m in ids])
     csv = out / "leaderboard.csv"
-    csv.write_text("\n".join(",".join(x) for x in [header] + rows) + "\n")
+    write_csv(csv, [header] + rows)  # quoted, and formula-looking names neutralised
     md = out / "leaderboard.md"
     names = ["run", "records"] + [metric_info()[m]["name"] for m in ids]
     md.write_text("| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
                   "".join("| " + " | ".join(r) + " |\n" for r in rows) +
-                  f"\nbackend: {json.loads(backs.pop())}\n")
+                  f"\nbackend: {json.loads(backs.pop())}\n" +
+                  "".join(f"{Path(r['run']).name}: imported ({r['imported'].get('format', '?')}), not re-scored\n"
+                          for r in results if r.get("imported")))
     return csv, md
 
 
@@ -240,14 +255,32 @@ def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: b
     return n
 
 
+def _imported_only(run: Path) -> dict | None:
+    """The results.json of a run ``worldgate import`` made from a benchmark's results without its videos (no
+    record to score), or None."""
+    if not run.is_dir() or candidate_records(run):
+        return None
+    res = _read_json(run / "results.json")
+    return res if isinstance(res, dict) and res.get("imported") else None
+
+
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
-                 out: str | None = None, progress: bool = True) -> int:
+                 out: str | None = None, progress: bool = True, judge: str | None = None,
+                 judge_device: str | None = None) -> int:
     """Score runs, print the table, write results and (several runs) a leaderboard. Under a launcher the CLI has
-    filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part."""
+    filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part. ``judge``: a VLM's Hugging
+    Face id, the judge of the benchmarks that take one (WorldMemBench's dynamic memory), on ``judge_device`` (default
+    cuda when available)."""
     wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics else None
     results = []
     for run in runs:
-        results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress))
+        imported = _imported_only(Path(run))
+        if imported is not None:  # a benchmark's own results without videos: shown as they were imported
+            print(f"{Path(run).name}: imported from {imported['imported'].get('from', '?')} (no videos to re-score)")
+            results.append(imported)
+            continue
+        results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress, judge=judge,
+                                    judge_device=judge_device))
     print(format_table(results))
     for r in results:
         for b in benchmarks():

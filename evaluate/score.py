@@ -60,6 +60,8 @@ class Benchmark:
     summary: Callable | None = None  # results -> a line printed under the table (or "")
     #: per backend, metrics it cannot measure honestly and why (reported, never filled from another backend)
     unavailable: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: (model_id, backend, device) -> [Extractor]: the benchmark's VLM judge as cached features (evaluate --judge)
+    judge: Callable | None = None
 
 
 __all__ = ["Score", "na", "metric", "Benchmark"]

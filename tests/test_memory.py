@@ -54,21 +54,42 @@ def test_orientations_chain_pair_rotations():
     assert orientations({"poses": {"R": np.array(R), "valid": np.array(valid), "gap": np.asarray(2)}}, n) is None
 
 
-def test_analyses():
-    def s(traj, per, revs=None):
-        d = {"object_appearance": {"per_revisit": per}}
-        if revs:
-            d["environment_visible"] = {"per_revisit": per, "revisits": revs}
-        return {"tags": {"trajectory": traj}, "detail": d}
+def test_analyses_per_metric_and_case_pair():
+    """Decay and cross-axis penalty per metric, computed per case (then averaged), from cases paired by content;
+    return-qualified subsets per metric: environment by estimated orientation, human/object by tracking."""
+    def s(case, traj, per, metric="object_appearance", revs=None, tracked=None):
+        d = {"per_revisit": per}
+        if revs is not None:
+            d["revisits"] = revs
+        if tracked is not None:
+            d["tracked"] = tracked
+        return {"case": case, "tags": {"trajectory": traj, "content": case.split("/")[0]}, "detail": {metric: d}}
 
-    r = [{"departure_deg": 90.0, "return_err_deg": e} for e in (2.0, 20.0, 40.0)]
-    out = analyses([s("LRLRLR", [0.9, 0.8, 0.6], r), s("LRLRLR", [0.7, 0.6, 0.5]), s("LRUD", [0.9, 0.5]),
-                    s("LRLR", [0.9, 0.8])])
-    assert out["decay_LRLRLR"] == pytest.approx([0.8, 0.7, 0.55])
-    assert out["cross_axis_penalty"] == pytest.approx((0.9 - 0.5) - (0.9 - 0.8))
+    r = [{"departure_deg": 90.0, "return_err_deg": e} for e in (2.0, 20.0, 4.0)]
+    ok = [{"departure_deg": 90.0, "return_err_deg": 1.0}] * 3
+    samples = [s("a/3", "LRLRLR", [0.9, 0.8, 0.6], tracked=[True] * 3), s("b/3", "LRLRLR", [0.7, 0.6, 0.5]),
+               s("a/ud", "LRUD", [0.9, 0.5], tracked=[True, True]), s("a/lr", "LRLR", [0.9, 0.8], tracked=[True, True]),
+               s("b/ud", "LRUD", [0.6, 0.4]),  # content b has no LRLR case: no pair
+               s("e/3", "LRLRLR", [0.9, 0.7, 0.6], "environment_visible", r),
+               s("f/3", "LRLRLR", [0.8, 0.8, 0.5], "environment_visible", ok),
+               s("e/ud", "LRUD", [0.9, 0.6], "environment_visible", ok[:2]),
+               s("e/lr", "LRLR", [0.9, 0.85], "environment_visible", ok[:2])]
+    out = analyses(samples)
+    d = out["decay_LRLRLR"]["object_appearance"]
+    assert d["n_cases"] == 2 and d["per_revisit"] == pytest.approx([0.8, 0.7, 0.55])
+    assert d["drop_R1_R3"] == pytest.approx(((0.9 - 0.6) + (0.7 - 0.5)) / 2)
+    assert out["cross_axis"]["object_appearance"] == {"n_pairs": 1, "delta_axis": pytest.approx(0.4 - 0.1)}
+    assert out["decay_LRLRLR"]["environment_visible"]["drop_R1_R3"] == pytest.approx((0.3 + 0.3) / 2)
+    assert out["cross_axis"]["environment_visible"]["delta_axis"] == pytest.approx(0.3 - 0.05)
+    assert out["decay_LRLRLR"]["human_identity"] is None  # no series for it in these samples
     q = out["return_qualified"]
-    assert q["return_within_30deg"] == {"n": 2, "environment_visible": pytest.approx(0.85)}
-    assert q["return_within_5deg"] == {"n": 1, "environment_visible": pytest.approx(0.9)}
+    assert q["tracking_supported"]["decay_LRLRLR"]["object_appearance"]["n_cases"] == 1  # only a/3 is tracked
+    assert q["tracking_supported"]["cross_axis"]["object_appearance"]["n_pairs"] == 1
+    # e/3 returns within 20 deg at R2: in the 30 deg subset, out of the 15 and 5 deg ones (all three must qualify)
+    assert q["return_within_30deg"]["decay_LRLRLR"]["environment_visible"]["n_cases"] == 2
+    assert q["return_within_15deg"]["decay_LRLRLR"]["environment_visible"] == {
+        "n_cases": 1, "per_revisit": pytest.approx([0.8, 0.8, 0.5]), "drop_R1_R3": pytest.approx(0.3)}
+    assert q["return_within_5deg"]["cross_axis"]["environment_visible"]["n_pairs"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +176,7 @@ def test_tiny_context_decays_from_r1_to_r3(tmp_path):
     assert run_generate("engine-memory", str(m), tmp_path / "mem", overrides=size + ["context.sink=false"],
                         progress=False, context="sliding_window", budget=1).exit_code == 0
     assert run_generate("engine", str(m), tmp_path / "gt", overrides=size, progress=False).exit_code == 0
-    mem = evaluate_run(tmp_path / "mem", progress=False)["analyses"]["decay_LRLRLR"]
-    gt = evaluate_run(tmp_path / "gt", progress=False)["analyses"]["decay_LRLRLR"]
+    mem = evaluate_run(tmp_path / "mem", progress=False)["analyses"]["decay_LRLRLR"]["object_appearance"]["per_revisit"]
+    gt = evaluate_run(tmp_path / "gt", progress=False)["analyses"]["decay_LRLRLR"]["object_appearance"]["per_revisit"]
     assert len(mem) == 3 and mem[0] > mem[1] > mem[2] and mem[0] - mem[2] > 0.2, mem
     assert min(gt) >= 0.95 and max(gt) - min(gt) < 0.05, gt

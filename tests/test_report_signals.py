@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from worldgate.evaluate.report import _csv_cell, write_report
+from worldgate.evaluate.csv_cells import _csv_cell
+from worldgate.evaluate.report import write_report
 from worldgate.evaluate.report_html import MAX_TRACE_POINTS, _envelope
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.evaluate.worldmark.flow_eval import FlowConfig, stable_window

@@ -102,6 +102,16 @@ def test_results_root_round_trip(exported, tmp_path):
     write_report([irun], rep)
     md = (rep / "worldmark.md").read_text()
     assert "| imported-ENGINE | 2 |" in md and f"{split['DA_t']:.1f}" in md
+    # beside a worldgate run of another backend in one report, and in evaluate's leaderboard (no videos: not
+    # re-scored, shown as imported)
+    write_report([run, irun], tmp_path / "both")
+    both = (tmp_path / "both" / "worldmark.md").read_text()
+    assert "| run | 2 |" in both and "| imported-ENGINE | 2 |" in both
+    lb = tmp_path / "lb"
+    assert main(["evaluate", str(run), str(irun), "--rescore", "--out", str(lb)]) == 0
+    board = (lb / "leaderboard.md").read_text()
+    assert "imported-ENGINE: imported (worldmark-results), not re-scored" in board
+    assert (lb / "leaderboard.csv").read_text().splitlines()[2].startswith("imported-ENGINE,2,")
 
 
 def test_several_models_one_run_each_and_final_masters_exclusions(exported, tmp_path):

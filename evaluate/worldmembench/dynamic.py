@@ -1,32 +1,36 @@
 """WorldMemBench dynamic memory: does an event that was under way when the camera left keep going while unseen?
 
-Protocol (docs/worldmembench.md): a judge sees the frames at stride 8 (first and last always), in order, with the phase
-ranges; it first decides whether the event visibly starts during the initial hold (the gate), then answers 8 binary
-questions whose reference answers are frozen (2 each: return progress, persistence/reset, final state,
-causal/physical consistency). Gate closed -> all 8 score 0. Overall = mean of the 8; p_start (gate-open rate) and the
-conditional score are reported too (Overall = p_start * S_cond). An answer that cannot be parsed is counted and
-leaves the item unavailable, never guessed.
+Protocol (the paper's Dynamic Memory paragraph and its judge appendix; docs/worldmembench.md): the judge sees the
+frames at stride 8 (first and last always), in order, with the planned phase ranges, in one prompt per item; it first
+decides whether the event visibly starts during the initial hold (the gate), then answers the 8 binary questions whose
+reference answers are frozen (2 each: return progress, persistence/reset, final state, causal/physical consistency),
+with up to 4096 new tokens. Gate closed (a "no", or a gate answer that cannot be read) -> all 8 score 0; gate open ->
+1 per answer that matches its reference and 0 otherwise, an unparsed answer included (7 right + 1 unparsed = 0.875).
+Overall = mean of the 8; each aspect = mean of its 2; p_start (gate-open rate) and the conditional score (over the
+items whose gate opened) are reported too, so Overall = p_start * S_cond.
 
-Two judges produce the answers, and every number says which one did:
-- ``measured`` (Engine records, classical backend): a video-measured state probe. ``EventExtractor`` follows each
-  event target's image region (from ``targets.npz``) on every frame, registered to the conditioning frame by a
-  homography, and records how far it has changed from frame 0; the answers are read off that curve at the end of
-  the initial hold, on both sides of the interval the target is out of view (the item's ``gap``), at each return to
-  the starting view and at the last frame.
-- ``vlm`` (any record): a vision-language model loaded by Hugging Face id through transformers
-  (``VLMJudge``), asked with the prompts in ``prompts/worldmembench/dynamic_memory.txt``.
+Two judges, never mixed under one metric id:
+- ``vlm`` (``dynamic_score``, ``dynamic_p_start``, ``dynamic_conditional``, ``dynamic_<aspect>``): a vision-language
+  model loaded by Hugging Face id through transformers (``VLMJudge``; ``evaluate --judge HF_ID``), run once per record
+  as the cached feature ``judge`` (``JudgeExtractor``) with the prompt ``prompts/worldmembench/dynamic_memory.txt``.
+- ``measured (proxy)`` (``dynamic_probe_*``; Engine records, classical backend): a video-measured state probe.
+  ``EventExtractor`` follows each event target's image region (from ``targets.npz``) on every frame, registered to
+  the conditioning frame by a homography, and records how far it has changed from frame 0; the answers are read off
+  that curve at the end of the initial hold, on both sides of the interval the target is out of view (the item's
+  ``gap``), at each return to the starting view and at the last frame, and scored by the same gated rule.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from pathlib import Path
 
 import cv2
 import numpy as np
 from PIL import Image
+
+from worldgate import prompts
 
 from ..features import Extractor
 from ..score import Score, na
@@ -258,7 +262,9 @@ def measured_answers(curve: np.ndarray, item: dict, phases: list[dict], return_f
         None if first is None else bool(first > 0.3),  # changed at the first return
         q2,
         None if first is None else bool(first < P["dyn_progress"]),  # back to its first look (reset)
-        bool(any(b < a - P["dyn_progress"] for a, b in zip(known[:-1], known[1:]))) if len(known) >= 2 else None,
+        # a later return less changed than an earlier one: with a single return there is none (no)
+        bool(any(b < a - P["dyn_progress"] for a, b in zip(known[:-1], known[1:]))) if len(known) >= 2
+        else (False if len(rets) < 2 else None),
         None if r_last is None else bool(r_last > 0.3),  # still changed at the end
         None if r_last is None or not known else bool(r_last > 0.7 and abs(r_last - known[-1]) < P["dyn_progress"]),
         not jump,  # gradual
@@ -284,34 +290,98 @@ def _seen_near(curve: np.ndarray, frame: int, direction: int, reach: int = 8, wi
     return None
 
 
+#: the paper's four aspects (two questions each), in checklist order
+ASPECTS = ("return_progress", "persistence", "final_state", "causal")
+ASPECT_METRIC = {a: f"dynamic_{a}" for a in ASPECTS}
+JUDGE_METRICS = ("dynamic_score", "dynamic_p_start", "dynamic_conditional") + tuple(ASPECT_METRIC.values())
+PROBE_METRICS = ("dynamic_probe_score", "dynamic_probe_p_start", "dynamic_probe_conditional")
+
+
+def question_aspects(item: dict) -> list[str]:
+    """Each question's aspect: its ``category`` where it names one of ASPECTS, else by position (two per aspect, in
+    checklist order: questions 1-2 return progress, 3-4 persistence/reset, 5-6 final state, 7-8 causal/physical)."""
+    out = []
+    for k, q in enumerate(item["questions"]):
+        c = str(q.get("category", ""))
+        out.append(c if c in ASPECTS else ASPECTS[min(k // 2, len(ASPECTS) - 1)])
+    return out
+
+
 def score_items(gate: bool | None, answers: list[bool | None], item: dict, asked: bool = True) -> dict:
-    """Gated protocol: gate closed -> all 8 score 0; gate open -> 1 per answer matching the frozen reference.
-    An unparseable gate leaves the whole item unavailable; unparseable answers leave their question unscored. Both
-    are counted (``unparsed``), never guessed. ``asked``: whether the 8 questions were put at all."""
+    """Gated protocol (the paper's dynamic memory): the gate is open only on a clear "yes" to the event-start
+    question; closed (a "no", or an answer that cannot be parsed) -> all 8 score 0. Gate open -> 1 per answer that
+    matches the frozen reference, 0 otherwise: a wrong, unparsed or unanswerable answer (None) scores 0, so 7 right +
+    1 unparsed is 0.875. Overall = mean of the 8 gated scores; each aspect = mean of its two. ``unparsed`` counts the
+    answers that could not be read (the gate's included); ``asked``: whether the 8 questions were put at all."""
     refs = [q["answer"] for q in item["questions"]]
-    if gate is None:
-        return {"gate": None, "per_question": [None] * len(refs), "overall": None,
-                "unparsed": 1 + (sum(a is None for a in answers) if asked else 0)}
-    if not gate:
-        return {"gate": False, "per_question": [0.0] * len(refs), "overall": 0.0,
-                "unparsed": sum(a is None for a in answers) if asked else 0}
-    per = [None if a is None else float(a == r) for a, r in zip(answers, refs)]
-    vals = [p for p in per if p is not None]
-    return {"gate": True, "per_question": per, "overall": float(np.mean(vals)) if vals else None,
-            "unparsed": sum(a is None for a in answers)}
+    answers = list(answers) + [None] * (len(refs) - len(answers))
+    unparsed = int(gate is None) + (sum(a is None for a in answers[:len(refs)]) if asked else 0)
+    per = [float(gate is True and a is not None and a == r) for a, r in zip(answers, refs)]
+    asp = question_aspects(item)
+    sub = {a: float(np.mean([p for p, x in zip(per, asp) if x == a])) for a in ASPECTS if a in asp}
+    return {"gate": gate, "per_question": per, "overall": float(np.mean(per)) if per else 0.0, "aspects": sub,
+            "unparsed": unparsed}
+
+
+def _aggregate(results: list[dict], label: dict, ids: tuple[str, ...], aspects: bool) -> dict:
+    """A record's dynamic scores from its items' gated results: overall, p_start (gate open on a clear yes), the
+    conditional score (items whose gate opened) and, for the judge, the four aspect scores."""
+    overall, score_id, p_id, cond_id = [r["overall"] for r in results], ids[0], ids[1], ids[2]
+    opened = [r for r in results if r["gate"] is True]
+    out = {score_id: Score(float(np.mean(overall)), detail={**label, "items": results}),
+           p_id: Score(float(np.mean([r["gate"] is True for r in results])), detail=label),
+           cond_id: Score(float(np.mean([r["overall"] for r in opened])), detail=label) if opened
+           else na("no item's event visibly started (the gate is closed on every item)")}
+    if aspects:
+        for a, mid in ASPECT_METRIC.items():
+            v = [r["aspects"][a] for r in results if a in r["aspects"]]
+            out[mid] = Score(float(np.mean(v)), detail=label) if v else na(f"no {a} question in this record's items")
+    return out
 
 
 def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
-    """Dynamic memory of one record via the measured judge: overall (gated), p_start and the conditional score."""
-
+    """Dynamic memory of one record: the VLM judge's gated checklist (the paper's protocol: ``dynamic_score``,
+    ``dynamic_p_start``, ``dynamic_conditional`` and the four aspects), when ``evaluate --judge HF_ID`` ran it, and
+    the measured state probe (``dynamic_probe_*``, Engine records, classical backend): a proxy, never mixed in."""
     dyn = load_dynamic(folder) if folder is not None else None
-    E = feat.get("events")
     if not dyn or not dyn.get("events"):
         r = "no dynamic-memory items in this record (dynamic.json: events with frozen questions)"
-        return {m: na(r) for m in ("dynamic_score", "dynamic_p_start", "dynamic_conditional")}
+        return {m: na(r) for m in JUDGE_METRICS + PROBE_METRICS}
+    out = judge_scores(feat.get("judge"), dyn)
+    out.update(probe_scores(feat, rec, dyn, P))
+    return out
+
+
+def judge_scores(J: dict | None, dyn: dict) -> dict:
+    """The VLM judge's scores from its cached answers (``JudgeExtractor``), through ``score_items``."""
+    if J is None:
+        r = ("needs a VLM judge: evaluate --judge HF_ID (the paper's protocol; the measured probe is reported "
+             "separately as dynamic_probe_*, a proxy)")
+        return {m: na(r) for m in JUDGE_METRICS}
+    gates, answers, raw = J["gate"], J["answers"], J["raw"]
+    if len(gates) != len(dyn["events"]):
+        r = f"the judge answered {len(gates)} items but dynamic.json has {len(dyn['events'])}"
+        return {m: na(r) for m in JUDGE_METRICS}
+    results = []
+    for k, item in enumerate(dyn["events"]):
+        g = _tri(gates[k])
+        ans = [_tri(a) for a in answers[k][:len(item["questions"])]]
+        results.append({**score_items(g, ans, item), "name": item["name"], "answers": ans, "raw": str(raw[k])})
+    label = {"judge": "vlm", "model": str(J["model"]), "frames": [int(f) for f in J["frames"]]}
+    return _aggregate(results, label, JUDGE_METRICS, aspects=True)
+
+
+def _tri(v) -> bool | None:
+    v = int(v)
+    return None if v < 0 else bool(v)
+
+
+def probe_scores(feat: dict, rec: dict, dyn: dict, P: dict) -> dict:
+    """The measured state probe's answers (``EventExtractor``), scored by the same gated rule: a proxy."""
+    E = feat.get("events")
     if E is None or E["change"].size == 0:
-        r = "the events feature was not computed"
-        return {m: na(r) for m in ("dynamic_score", "dynamic_p_start", "dynamic_conditional")}
+        r = "the events feature was not computed (the measured probe runs under --backend classical)"
+        return {m: na(r) for m in PROBE_METRICS}
     revs = revisit_frames(feat, rec)
     ret_frames = [r["frame"] for r in revs]
     other = _other_change(E, dyn, ret_frames, P)
@@ -323,20 +393,9 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
             curve = np.where(ok, curve, np.nan)
         m = measured_answers(curve, item, dyn["phases"], ret_frames, P)
         m["answers"][7] = other
-        results.append({**score_items(m["gate"], m["answers"], item), "name": item["name"],
+        results.append({**score_items(m["gate"], m["answers"], item), "name": item["name"], "answers": m["answers"],
                         "curve_at": m["curve_at"]})
-    overall = [r["overall"] for r in results if r["overall"] is not None]
-    gates = [r["gate"] for r in results if r["gate"] is not None]
-    cond = [r["overall"] for r in results if r["gate"] and r["overall"] is not None]
-    detail = {"judge": "measured", "items": results}
-    out = {
-        "dynamic_score": Score(float(np.mean(overall)), detail=detail) if overall else na("no answerable item"),
-        "dynamic_p_start": Score(float(np.mean(gates)), detail={"judge": "measured"}) if gates
-        else na("no item's start could be judged"),
-        "dynamic_conditional": Score(float(np.mean(cond)), detail={"judge": "measured"}) if cond
-        else na("no item passed the start gate"),
-    }
-    return out
+    return _aggregate(results, {"judge": "measured (proxy)"}, PROBE_METRICS, aspects=False)
 
 
 def _other_change(E, dyn, ret_frames, P: dict) -> bool | None:
@@ -352,29 +411,69 @@ def _other_change(E, dyn, ret_frames, P: dict) -> bool | None:
 
 
 # ---------------------------------------------------------------------------------------------------- vlm judge
+#: the paper's judge budget (its appendix: max_tokens 4096); thinking models spend much of it before the answer
+MAX_TOKENS = 4096
+
+
+#: the checklist prompt, one per item (the paper's Appendix D template is not in the text given to the project: this
+#: is worldgate's wording of its protocol, docs/worldmembench.md)
 def prompt_template() -> str:
-    return resources.files("worldgate.prompts").joinpath("worldmembench", "dynamic_memory.txt").read_text()
+    """The judge's one prompt per item (prompts/worldmembench/dynamic_memory.txt): frames, phase ranges, the gate and
+    the eight questions, with the answer format parse_checklist reads."""
+    return (Path(prompts.__file__).resolve().parent / "worldmembench" / "dynamic_memory.txt").read_text()
 
 
-def build_prompt(question: str, phases: list[dict], frames: list[int], fps: float) -> str:
-    ph = "; ".join(f"{p['name']} = frames {p['frames'][0]}-{max(p['frames'][0], p['frames'][1] - 1)}" for p in phases)
+def phase_ranges(phases: list[dict]) -> str:
+    return "; ".join(f"{p['name']} = frames {p['frames'][0]}-{max(p['frames'][0], p['frames'][1] - 1)}"
+                     for p in phases)
+
+
+def build_prompt(item: dict, phases: list[dict], frames: list[int], fps: float) -> str:
+    """One item's single prompt: the frames' indices, the planned phase ranges, the event-start question (the gate)
+    and the eight checklist questions, with the answer format ``parse_checklist`` reads."""
+    qs = "\n".join(f"Q{k + 1}: {q['text']}" for k, q in enumerate(item["questions"]))
+    fmt = "\n".join(["START: yes or no"] + [f"Q{k + 1}: yes or no" for k in range(len(item["questions"]))])
     return prompt_template().format(n_images=len(frames), frames=", ".join(map(str, frames)), fps=f"{fps:g}",
-                                    phases=ph, question=question)
+                                    phases=phase_ranges(phases), gate=item["gate"]["text"], questions=qs,
+                                    n_lines=len(item["questions"]) + 1, answer_format=fmt)
+
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+_LINE = re.compile(r"^[\s*#>-]*(START|Q\s*[1-9])\s*[:.)\-]\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_checklist(text: str | None, n_questions: int = 8) -> tuple[bool | None, list[bool | None]]:
+    """The gate and the answers of one checklist reply: per label (``START``, ``Q1`` .. ``Qn``) the yes/no its line
+    starts with (``parse_yes_no``), outside any ``<think>`` block. A label that is missing, whose answer cannot be
+    read, or that is answered twice differently is None (unparsed: it scores 0)."""
+    if text is None:
+        return None, [None] * n_questions
+    body = _THINK.sub("", str(text))
+    got: dict[str, set] = {}
+    for lab, rest in _LINE.findall(body):
+        key = re.sub(r"\s", "", lab).upper()
+        got.setdefault(key, set()).add(parse_yes_no(rest))
+
+    def one(key):
+        v = got.get(key, set())
+        return next(iter(v)) if len(v) == 1 else None
+
+    return one("START"), [one(f"Q{k + 1}") for k in range(n_questions)]
 
 
 class VLMJudge:
     """A transformers vision-language model, loaded by HF id (``local_files_only``: weights must be in the cache),
-    answering one yes/no question about a list of frames."""
+    answering one checklist prompt about a list of frames (greedy decoding, at most ``max_new_tokens``)."""
 
     def __init__(self, model_id: str | None = None, device: str = "cpu", model=None, processor=None,
-                 max_new_tokens: int = 6):
+                 max_new_tokens: int = MAX_TOKENS):
         self.model_id, self.device, self.max_new_tokens = model_id, device, max_new_tokens
         self.model, self.processor = model, processor
         if self.model is None:
             if not model_id:
                 raise ValueError("VLMJudge needs a model id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) or a model")
             try:
-                from transformers import AutoModelForImageTextToText, AutoProcessor
+                from transformers import AutoModelForImageTextToText, AutoProcessor  # heavy, optional
 
                 self.processor = AutoProcessor.from_pretrained(model_id, local_files_only=True)
                 self.model = AutoModelForImageTextToText.from_pretrained(model_id, local_files_only=True).to(device)
@@ -384,7 +483,7 @@ class VLMJudge:
         self.model.eval()
 
     def ask(self, frames: list[np.ndarray], prompt: str) -> str:
-        import torch
+        import torch  # heavy, optional
 
         content = [{"type": "image"} for _ in frames] + [{"type": "text", "text": prompt}]
         text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
@@ -396,12 +495,94 @@ class VLMJudge:
         return self.processor.batch_decode(new[None], skip_special_tokens=True)[0]
 
     def judge_record(self, frames_all: list[np.ndarray], dyn: dict, fps: float) -> list[dict]:
+        """Every item of a record, one prompt each: the frames at stride 8 (first and last), gate and 8 answers."""
         idx = sampled_frames(len(frames_all))
-        frames = [frames_all[i] for i in idx]
+        return self.judge_frames([frames_all[i] for i in idx], idx, dyn, fps)
+
+    def judge_frames(self, frames: list[np.ndarray], idx: list[int], dyn: dict, fps: float) -> list[dict]:
         out = []
         for item in dyn["events"]:
-            gate = parse_yes_no(self.ask(frames, build_prompt(item["gate"]["text"], dyn["phases"], idx, fps)))
-            answers = [parse_yes_no(self.ask(frames, build_prompt(q["text"], dyn["phases"], idx, fps)))
-                       for q in item["questions"]] if gate else [None] * len(item["questions"])
-            out.append({**score_items(gate, answers, item, asked=bool(gate)), "name": item["name"], "judge": "vlm"})
+            raw = self.ask(frames, build_prompt(item, dyn["phases"], idx, fps))
+            gate, answers = parse_checklist(raw, len(item["questions"]))
+            out.append({**score_items(gate, answers, item), "name": item["name"], "judge": "vlm", "raw": raw,
+                        "answers": answers})
         return out
+
+
+_JUDGES: dict = {}  # (model id, device) -> VLMJudge: loaded once per process
+
+
+def load_judge(model_id: str, device: str | None = None) -> VLMJudge:
+    if device is None:
+        import torch  # heavy, optional
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = (model_id, device)
+    if key not in _JUDGES:
+        _JUDGES[key] = VLMJudge(model_id, device=device)
+    return _JUDGES[key]
+
+
+class JudgeExtractor(Extractor):
+    """The VLM judge as a cached feature: collects the frames at stride 8 (first and last) at their native size and,
+    per dynamic item, asks the checklist prompt once; caches the raw replies, the gate and the 8 answers (1 yes, 0
+    no, -1 unparsed). Keyed by the judge's model id (``judge@V-<id>``), so another judge is another feature and
+    ``--rescore`` re-scores cached replies. Its ``backend`` is the run's: the judge is the same model under both."""
+
+    name = "judge"
+    version = "1"
+    max_side = None
+
+    def __init__(self, model_id: str, backend: str = "classical", device: str | None = None, judge=None):
+        self.model_id, self.backend, self.device, self._judge = model_id, backend, device, judge
+
+    def key(self) -> str:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "--", self.model_id)
+        return f"{self.name}@{self.version}-{slug}"
+
+    def config(self) -> dict:
+        return {**super().config(), "model": self.model_id, "max_new_tokens": MAX_TOKENS, "stride": STRIDE}
+
+    def start(self, rec):
+        super().start(rec)
+        self.dyn = load_dynamic(rec.dir)
+        self.idx = set(sampled_frames(rec.n_frames)) if rec.n_frames else set()
+        self.frames: dict[int, np.ndarray] = {}
+        self.last = (-1, None)
+
+    def needs_frame(self, i):
+        return bool(self.dyn and self.dyn.get("events"))
+
+    def update(self, i, frame):
+        if frame is None:
+            return
+        if i in self.idx:
+            self.frames[i] = frame
+        self.last = (i, frame)  # the last frame is always judged, whatever meta.json says the count is
+
+    def finish(self):
+        items = (self.dyn or {}).get("events") or []
+        if self.last[0] >= 0:
+            self.frames[self.last[0]] = self.last[1]
+        idx = sorted(i for i in self.frames if i <= self.last[0])
+        base = {"model": np.asarray(self.model_id), "frames": np.asarray(idx, np.int32)}
+        if not items or not idx:
+            return {**base, "gate": np.zeros(0, np.int8), "answers": np.zeros((0, 8), np.int8),
+                    "raw": np.zeros(0, "U1")}
+        judge = self._judge or load_judge(self.model_id, self.device)
+        res = judge.judge_frames([self.frames[i] for i in idx], idx, self.dyn, float(self.rec.fps))
+        n = max(len(it["questions"]) for it in items)
+
+        def code(v):
+            return -1 if v is None else int(bool(v))
+
+        ans = np.full((len(res), n), -1, np.int8)
+        for k, r in enumerate(res):
+            ans[k, :len(r["answers"])] = [code(a) for a in r["answers"]]
+        return {**base, "gate": np.asarray([code(r["gate"]) for r in res], np.int8), "answers": ans,
+                "raw": np.asarray([r["raw"] for r in res])}
+
+
+def judge_extractors(model_id: str, backend: str, device: str | None = None) -> list[Extractor]:
+    """What ``evaluate --judge HF_ID`` adds to a run's extractors (the runner asks each benchmark for its own)."""
+    return [JudgeExtractor(model_id, backend=backend, device=device)]

@@ -15,14 +15,16 @@ target not detected, NCC below ``memory_min_match`` — scores 0):
   human_appearance, object_appearance  s = clip(cos(mean descriptor over V, descriptor at R_k), 0, 1)
   object_geometry                      s = IoU of canonical silhouettes (reference vs revisit)
   environment_visible                  s = clip(cos(global appearance of frame 0, of the R_k frame closest in
-                                       estimated orientation to frame 0), 0, 1)
+                                       estimated orientation to frame 0), 0, 1); unavailable, with the reason, where
+                                       no orientation is estimated (no pose feature, e.g. --backend learned)
   human_identity                       unavailable (needs ArcFace, not packaged here)
   depth_spearman, spherical_reconstruction  learned backend: Depth Anything at frame 0 and at the revisit frames
                                        (``memory_depth``); unavailable under classical (rotation-only revisits carry
                                        no parallax)
 Under ``--backend learned`` the appearance descriptor is DINOv2 patch tokens pooled inside the mask, and silhouettes
 are SAM2's masks prompted with the target's box (at the reference and at the revisit where it was detected).
-Per-revisit values and the orientation errors are kept in the detail for the decay and return-qualified analyses.
+Per-revisit values, the orientation errors and the tracker's departure evidence are kept in the detail for the
+analyses (``analyses``: decay, cross-axis penalty and return-qualified subsets, per metric and per case pair).
 """
 
 from __future__ import annotations
@@ -161,6 +163,12 @@ def revisit_phases(trajectory: dict) -> list[tuple[str, int, int]]:
             if p["name"].startswith("R") and p["frames"][1] > p["frames"][0]]
 
 
+def departure_phases(trajectory: dict, revisits: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
+    """Per revisit R_k, the frames of its departure D_k (empty where the trajectory names none)."""
+    ph = {p["name"]: (int(p["frames"][0]), int(p["frames"][1])) for p in trajectory.get("phases", [])}
+    return [ph.get("D" + name[1:], (0, 0)) for name, _, _ in revisits]
+
+
 def revisit_range(a: int, b: int, n_frames: int) -> range:
     """Frames of a revisit phase [a, b): its own and the frame b it arrives at, when the video has it."""
     return range(a, min(b + 1, n_frames) if n_frames else b)
@@ -172,7 +180,7 @@ class TargetExtractor(Extractor):
     the V reference inside the mask moved there, and the IoU of canonical silhouettes (reference vs revisit)."""
 
     name = "targets"
-    version = "8"
+    version = "9"
     backend = "classical"
     max_side = 256
 
@@ -180,10 +188,12 @@ class TargetExtractor(Extractor):
         super().start(rec)
         self.targets = load_targets(rec.dir)
         self.phases = revisit_phases(rec.trajectory)
+        self.departures = departure_phases(rec.trajectory, self.phases)
         v = next((p for p in rec.trajectory.get("phases", []) if p["name"] == "V"), None)
         self.v_range = (int(v["frames"][0]), int(v["frames"][1])) if v else (0, 1)
         self.ref = None
         self.best: dict = {}  # (u, k) -> (score, frame index, frame crop, moved mask crop, offset)
+        self.dep: dict = {}  # (u, k) -> the lowest best-match score of target u over departure D_k's frames
 
     def _setup(self, frame):
         H, W = frame.shape[:2]
@@ -206,6 +216,25 @@ class TargetExtractor(Extractor):
                 return k
         return None
 
+    def _departure(self, i):
+        for k, (a, b) in enumerate(self.departures):
+            if a <= i < b:
+                return k
+        return None
+
+    def _match(self, frame, u):
+        """Target u's best normalised cross-correlation in its search window and where (None: window too small)."""
+        b, tpl = self.boxes[u], self.templates[u]
+        H, W = frame.shape[:2]
+        sx, sy = int(SEARCH * W), int(SEARCH * H)
+        x0, y0 = max(0, b[0] - sx), max(0, b[1] - sy)
+        x1, y1 = min(W, b[2] + sx), min(H, b[3] + sy)
+        win = frame[y0:y1, x0:x1]
+        if win.shape[0] < tpl.shape[0] or win.shape[1] < tpl.shape[1]:
+            return None
+        _, score, _, loc = cv2.minMaxLoc(cv2.matchTemplate(win, tpl, cv2.TM_CCOEFF_NORMED))
+        return (float(score) if np.isfinite(score) else -1.0), (x0 + loc[0] - b[0], y0 + loc[1] - b[1])
+
     def needs_frame(self, i):
         return self.targets is not None and len(self.targets["masks"]) > 0
 
@@ -218,22 +247,24 @@ class TargetExtractor(Extractor):
             for u, e in enumerate(self.embed(frame, self.masks)):
                 if e is not None:
                     self.v_emb[u].append(e)
+        j = self._departure(i)
+        if j is not None:  # departure evidence: the tracker loses the target at some frame of D_k
+            for u, b in enumerate(self.boxes):
+                m = self._match(frame, u) if b is not None else None
+                sc = -1.0 if m is None else m[0]
+                self.dep[(u, j)] = min(sc, self.dep.get((u, j), 2.0))
         k = self._phase(i)
         if k is None:
             return
-        H, W = frame.shape[:2]
-        for u, (b, tpl) in enumerate(zip(self.boxes, self.templates)):
+        for u, b in enumerate(self.boxes):
             if b is None:
                 continue
-            sx, sy = int(SEARCH * W), int(SEARCH * H)
-            x0, y0 = max(0, b[0] - sx), max(0, b[1] - sy)
-            x1, y1 = min(W, b[2] + sx), min(H, b[3] + sy)
-            win = frame[y0:y1, x0:x1]
-            if win.shape[0] < tpl.shape[0] or win.shape[1] < tpl.shape[1]:
+            m = self._match(frame, u)
+            if m is None:
                 continue
-            _, score, _, loc = cv2.minMaxLoc(cv2.matchTemplate(win, tpl, cv2.TM_CCOEFF_NORMED))
-            if np.isfinite(score) and score > self.best.get((u, k), (-2.0,))[0]:
-                self.best[(u, k)] = (float(score), i, frame.copy(), (x0 + loc[0] - b[0], y0 + loc[1] - b[1]))
+            score, d = m
+            if score > -1.0 and score > self.best.get((u, k), (-2.0,))[0]:
+                self.best[(u, k)] = (score, i, frame.copy(), d)
 
     #: how silhouettes are cut for object geometry ("grabcut" here; the learned backend: "sam2"; None: not cut)
     SEGMENTATION: str | None = "grabcut"
@@ -261,9 +292,12 @@ class TargetExtractor(Extractor):
         if self.targets is None or self.ref is None:
             z = np.zeros((0, len(self.phases)))
             return {"n_targets": np.asarray(0), "kinds": np.zeros(0, "U8"), "score": z, "cos": z, "iou": z,
-                    "frame": z.astype(np.int32), "phases": np.asarray([p[0] for p in self.phases], "U8")}
+                    "frame": z.astype(np.int32), "phases": np.asarray([p[0] for p in self.phases], "U8"),
+                    "departure_score": z}
         U, K = len(self.masks), len(self.phases)
         score, cos, io, frame = np.zeros((U, K)), np.zeros((U, K)), np.zeros((U, K)), np.full((U, K), -1, np.int32)
+        # per target and revisit k: the lowest match over the departure before R_k (NaN: no departure frames seen)
+        dep = np.array([[self.dep.get((u, k), np.nan) for k in range(K)] for u in range(U)], np.float64).reshape(U, K)
         for u in range(U):
             ref = np.mean(self.v_emb[u], axis=0) if self.v_emb[u] else None
             for k in range(K):
@@ -280,7 +314,7 @@ class TargetExtractor(Extractor):
                     if self.SEGMENTATION else np.nan
         return {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
                 "score": score, "cos": cos, "iou": io, "frame": frame,
-                "phases": np.asarray([p[0] for p in self.phases], "U8"),
+                "phases": np.asarray([p[0] for p in self.phases], "U8"), "departure_score": dep,
                 "segmentation": np.asarray(self.SEGMENTATION or "", "U8")}
 
 
@@ -310,15 +344,23 @@ def _angle_deg(R: np.ndarray) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(c, -1, 1)))
 
 
+def turns(traj: dict) -> bool:
+    """Whether the trajectory turns the camera (a rotation loop); the FRBL square only translates."""
+    return any(str(s.get("look", "idle")) != "idle" for s in traj.get("segments", [])) or not traj.get("segments")
+
+
 def revisit_frames(feat: dict, rec: dict) -> list[dict]:
-    """Per revisit phase: the analysed frame closest in estimated orientation to frame 0, with its return error
-    and the phase's preceding departure angle. A trajectory that never turns (the FRBL translation square) returns
-    by position, which orientation cannot tell: its revisit frame is the one the phase arrives at."""
+    """Per revisit phase: the analysed frame closest in estimated orientation to frame 0, with its return error and
+    the phase's preceding departure angle (``by``: "orientation"). A trajectory that never turns (the FRBL
+    translation square) returns by position, which orientation cannot tell: its revisit frame is the one the phase
+    arrives at (``by``: "arrival (translation loop)"). Without an orientation estimate (no pose feature, or a chain
+    too incomplete) a rotation loop's frame is the arrival too, marked ``by``: "arrival (no orientation estimate)":
+    Environment Visible refuses it (its return frame must be the estimated-orientation one), depth metrics say so."""
     traj = rec["trajectory"]
     phases = revisit_phases(traj)
     n = int(traj.get("n_frames", 0)) or max((b for _, _, b in phases), default=0)
     O = orientations(feat, n)
-    turns = any(str(s.get("look", "idle")) != "idle" for s in traj.get("segments", [])) or not traj.get("segments")
+    rot = turns(traj)
     out = []
     prev_end = 0
     for name, a, b in phases:
@@ -328,21 +370,35 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
             frames.append(r.stop - 1)  # the arrival view is always among them
         if not frames:
             continue
-        if O is not None and not turns:
-            dep = float(_angle_deg(O[prev_end:a]).max()) if a > prev_end else 0.0
+        # the departure's largest angle from frame 0, up to the view it arrives at (frame a, where R_k starts)
+        dep = float(_angle_deg(O[prev_end:a + 1]).max()) if O is not None and a > prev_end else (
+            0.0 if O is not None else None)
+        if O is not None and not rot:
             out.append({"phase": name, "frame": frames[-1], "return_err_deg": float(_angle_deg(O[frames[-1]])),
-                        "departure_deg": dep, "frames": frames, "errs": None, "by": "arrival (no rotation)"})
+                        "departure_deg": dep, "frames": frames, "errs": None, "by": "arrival (translation loop)"})
         elif O is not None:
             err = _angle_deg(O[frames])
-            dep = float(_angle_deg(O[prev_end:a]).max()) if a > prev_end else 0.0
             best = frames[int(np.lexsort((-np.asarray(frames), np.round(err, 3)))[0])]
             out.append({"phase": name, "frame": best, "return_err_deg": float(_angle_deg(O[best])),
-                        "departure_deg": dep, "frames": frames, "errs": [float(e) for e in err]})
-        else:  # no orientation estimate: the phase's last analysed frame (loops end where they started)
+                        "departure_deg": dep, "frames": frames, "errs": [float(e) for e in err], "by": "orientation"})
+        else:
             out.append({"phase": name, "frame": frames[-1], "return_err_deg": None, "departure_deg": None,
-                        "frames": frames, "errs": None})
+                        "frames": frames, "errs": None,
+                        "by": "arrival (translation loop)" if not rot else "arrival (no orientation estimate)"})
         prev_end = b
     return out
+
+
+def _no_orientation_reason(feat: dict) -> str:
+    P = feat.get("poses")
+    if P is None or len(P.get("R", ())) == 0:
+        return ("the return frame is chosen by estimated camera orientation (the paper: DA3 poses) and this backend "
+                "computes no pose estimate (under --backend learned there is no packaged pose model); use "
+                "--backend classical")
+    gap = int(P.get("gap", 2))
+    share = float(np.mean([bool(P["valid"][j]) for j in range(0, len(P["R"]), gap)]))
+    return (f"the return frame is chosen by estimated camera orientation and the pose chain is too incomplete to "
+            f"give one ({share:.0%} of its frame pairs estimated, 80% needed)")
 
 
 def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
@@ -355,11 +411,13 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
         return {m: na(reason) for m in ("human_appearance", "object_appearance", "object_geometry",
                                         "environment_visible", "human_identity", "depth_spearman",
                                         "spherical_reconstruction")}
-    # environment: global appearance of frame 0 vs the revisit frame
+    # environment: global appearance of frame 0 vs the revisit frame (closest in estimated orientation)
     emb = feat.get("appearance", {}).get("emb")
-    if emb is not None and len(emb):
+    slim = [{k: r[k] for k in ("phase", "frame", "return_err_deg", "departure_deg", "by")} for r in revs]
+    if any(r["by"] == "arrival (no orientation estimate)" for r in revs):
+        out["environment_visible"] = na(_no_orientation_reason(feat))
+    elif emb is not None and len(emb):
         vals = [max(0.0, float(np.dot(emb[0], emb[min(r["frame"], len(emb) - 1)]))) for r in revs]
-        slim = [{k: r[k] for k in ("phase", "frame", "return_err_deg", "departure_deg")} for r in revs]
         out["environment_visible"] = Score(float(np.mean(vals)), detail={"per_revisit": vals, "revisits": slim})
     else:
         out["environment_visible"] = na("no appearance feature")
@@ -380,7 +438,8 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
             ok = T["score"][u] >= P["memory_min_match"]
             per_u.append(np.where(ok, np.clip(T[col][u], 0.0, 1.0), 0.0).tolist())
         per_rev = np.mean(per_u, axis=0).tolist()
-        out[metric] = Score(float(np.mean(per_u)), detail={"targets": len(us), "per_revisit": per_rev})
+        out[metric] = Score(float(np.mean(per_u)), detail={"targets": len(us), "per_revisit": per_rev,
+                                                           "tracked": tracking_evidence(T, us, P)})
     out["human_identity"] = na("face identity needs ArcFace: no honest classical stand-in") if backend == "classical" \
         else na("ArcFace is not packaged in this build")
     D = feat.get("memory_depth")
@@ -391,6 +450,28 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
     else:
         out.update(depth_memory_scores(D, revs, feat, rec, P))
     return out
+
+
+def tracking_evidence(T: dict, us: list[int], P: dict) -> list[bool] | None:
+    """Per revisit R_k: whether the tracker gives departure evidence (every target lost at some frame of D_k) and a
+    valid observation after the return (every target found at R_k): the paper's tracking-supported criterion. None
+    for a feature computed without departure tracking."""
+    if "departure_score" not in T:
+        return None
+    m = P["memory_min_match"]
+    dep = np.asarray(T["departure_score"])[us]
+    found = np.asarray(T["score"])[us] >= m
+    left = np.isfinite(dep) & (dep < m)
+    return [bool(x) for x in (left & found).all(axis=0)]
+
+
+def _commanded_rotation(rec: dict, frame: int) -> np.ndarray:
+    """The commanded camera-to-world rotation of ``frame`` relative to frame 0 (identity where poses are absent)."""
+    P = rec.get("poses")
+    if P is None or len(P) == 0:
+        return np.eye(3)
+    P = np.asarray(P, np.float64)
+    return P[0, :3, :3].T @ P[min(frame, len(P) - 1), :3, :3]
 
 
 def _nearest_depth(D: dict, frame: int):
@@ -421,10 +502,12 @@ def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dic
             continue
         c = spearmanr(ref.ravel(), dk.ravel()).statistic
         rho.append(float(np.clip(c, 0.0, 1.0)) if np.isfinite(c) else 0.0)
-        Rk = np.eye(3) if O is None else O[min(fk, len(O) - 1)]
+        Rk = O[min(fk, len(O) - 1)] if O is not None else _commanded_rotation(rec, fk)
         sph.append(spherical_score(ref, np.eye(3), dk, Rk, K, P))
         used.append(fk)
-    det = {"frames": used, "orientation": "estimated" if O is not None else "assumed returned"}
+    slim = [{k: r[k] for k in ("phase", "frame", "return_err_deg", "departure_deg", "by")} for r in revs]
+    det = {"frames": used, "revisits": slim,
+           "orientation": "estimated" if O is not None else "commanded (no orientation estimate)"}
     return {"depth_spearman": Score(float(np.mean(rho)), detail={**det, "per_revisit": rho}),
             "spherical_reconstruction": Score(float(np.mean(sph)), detail={**det, "per_revisit": sph})}
 
@@ -466,39 +549,92 @@ def spherical_score(disp_a: np.ndarray, R_a: np.ndarray, disp_b: np.ndarray, R_b
     return float(s / len(union))
 
 
-def analyses(samples: list[dict]) -> dict:
-    """WorldMemBench analyses over a run: per-revisit decay R1..Rk under LRLRLR, the LRUD-vs-LRLR cross-axis
-    penalty, and return-qualified subsets (departure >= 30 deg, return within 30/15/5 deg)."""
-    def per_rev(s, m="environment_visible"):
-        return ((s.get("detail") or {}).get(m) or {}).get("per_revisit")
+#: the static memory metrics the analyses run over (higher is better) and camera rotation RPE (lower is better; the
+#: paper's Fig. 5 follows it across revisits too); which of them the return qualification reads orientation for
+STATIC_METRICS = ("human_identity", "human_appearance", "object_appearance", "object_geometry", "environment_visible",
+                  "depth_spearman", "spherical_reconstruction")
+ENVIRONMENT_METRICS = ("environment_visible", "depth_spearman", "spherical_reconstruction")
+DECAY_METRICS = STATIC_METRICS + ("camera_rpe_rot",)
+TOLERANCES = (30, 15, 5)  # return tolerances (degrees) of the pose-qualified subsets
+DEPARTURE_DEG = 30.0  # departure the pose-qualified subsets require
 
-    out = {}
-    by_traj: dict[str, list] = {}
+
+def content_key(s: dict) -> str | None:
+    """What pairs two cases of the same content under different trajectories: the ``content`` tag (Engine suites),
+    else the case id without its trajectory part (``<family>-<trajectory>-<rep>`` -> ``<family>-<rep>``)."""
+    t = s.get("tags") or {}
+    if t.get("content"):
+        return str(t["content"])
+    traj, case = t.get("trajectory"), str(s.get("case", ""))
+    return case.replace(f"-{traj}-", "-", 1) if traj and f"-{traj}-" in case else None
+
+
+def _series(s: dict, m: str) -> list | None:
+    v = ((s.get("detail") or {}).get(m) or {}).get("per_revisit")
+    return None if v is None or any(x is None for x in v) else [float(x) for x in v]
+
+
+def _qualifies(s: dict, m: str, ks: range, tol: float | None) -> bool:
+    """Whether revisits ``ks`` of a case qualify for metric ``m``: no filter (``tol`` None); for an environment
+    metric, estimated departure >= 30 deg before each and return within ``tol``; for a human/object metric, the
+    tracker's departure evidence and valid observation of every target at each (tolerance-independent)."""
+    if tol is None:
+        return True
+    d = (s.get("detail") or {}).get(m) or {}
+    if m in ENVIRONMENT_METRICS:
+        rv = d.get("revisits") or []
+        if len(rv) <= max(ks):
+            return False
+        return all(rv[k].get("departure_deg") is not None and rv[k].get("return_err_deg") is not None
+                   and rv[k]["departure_deg"] >= DEPARTURE_DEG and rv[k]["return_err_deg"] <= tol for k in ks)
+    tr = d.get("tracked")
+    return bool(tr) and len(tr) > max(ks) and all(tr[k] for k in ks)
+
+
+def decay(samples: list[dict], m: str, tol: float | None = None) -> dict | None:
+    """Per-revisit decay R1 -> R3 of metric ``m`` on the LRLRLR cases whose three returns all qualify: the mean per
+    revisit over those cases and the mean of each case's own R1 - R3 (computed per case, then averaged)."""
+    rows = [v for s in samples if (s.get("tags") or {}).get("trajectory") == "LRLRLR"
+            for v in [_series(s, m)] if v is not None and len(v) >= 3 and _qualifies(s, m, range(3), tol)]
+    if not rows:
+        return None
+    return {"n_cases": len(rows), "per_revisit": [float(np.mean([v[k] for v in rows])) for k in range(3)],
+            "drop_R1_R3": float(np.mean([v[0] - v[2] for v in rows]))}
+
+
+def cross_axis(samples: list[dict], m: str, tol: float | None = None) -> dict | None:
+    """Cross-axis penalty of metric ``m`` from paired cases: each content's d = R1 - R2 under LRUD minus its d under
+    LRLR (both returns of both trajectories qualifying), averaged over the pairs."""
+    by: dict[str, dict[str, list]] = {}
     for s in samples:
         t = (s.get("tags") or {}).get("trajectory")
-        v = per_rev(s, "object_appearance") or per_rev(s, "human_appearance") or per_rev(s)
-        if t and v:
-            by_traj.setdefault(t, []).append(v)
-    if by_traj.get("LRLRLR"):
-        k = min(len(v) for v in by_traj["LRLRLR"])
-        out["decay_LRLRLR"] = [float(np.mean([v[i] for v in by_traj["LRLRLR"]])) for i in range(k)]
-    if by_traj.get("LRUD") and by_traj.get("LRLR"):
-        def drop(vs):
-            vs = [v for v in vs if len(v) >= 2]
-            return float(np.mean([v[0] - v[1] for v in vs])) if vs else None
+        key, v = content_key(s), _series(s, m)
+        if t in ("LRLR", "LRUD") and key and v is not None and len(v) >= 2 and _qualifies(s, m, range(2), tol):
+            by.setdefault(key, {})[t] = v
+    pairs = [(p["LRUD"], p["LRLR"]) for p in by.values() if "LRUD" in p and "LRLR" in p]
+    if not pairs:
+        return None
+    return {"n_pairs": len(pairs), "delta_axis": float(np.mean([(u[0] - u[1]) - (r[0] - r[1]) for u, r in pairs]))}
 
-        a, b = drop(by_traj["LRUD"]), drop(by_traj["LRLR"])
-        out["cross_axis_penalty"] = None if a is None or b is None else a - b
-    subsets = {}
-    for tol in (30, 15, 5):
-        vals = []
-        for s in samples:
-            d = (s.get("detail") or {}).get("environment_visible") or {}
-            for r, v in zip(d.get("revisits", []), d.get("per_revisit", [])):
-                if r.get("departure_deg") is not None and r["departure_deg"] >= 30 and r["return_err_deg"] <= tol:
-                    vals.append(v)
-        subsets[f"return_within_{tol}deg"] = {"n": len(vals), "environment_visible": float(np.mean(vals)) if vals else None}
-    out["return_qualified"] = subsets
+
+def analyses(samples: list[dict]) -> dict:
+    """WorldMemBench's analyses over one run (one model), per metric and at case level: the decay R1 -> R3 under
+    LRLRLR (each case's R1 - R3, then the mean), the cross-axis penalty Delta_axis = d_LRUD - d_LRLR with d = R1 - R2
+    from paired cases (same content under both trajectories), and both again on the return-qualified subsets:
+    environment metrics pose-qualified (departure >= 30 deg, return within 30 / 15 / 5 deg), human and object metrics
+    tracking-supported (departure evidence and valid observations of every target at every compared revisit). A
+    metric a run cannot compute, or whose subset is empty, is None (n counts say how many cases each number rests
+    on)."""
+    out: dict = {"decay_LRLRLR": {m: decay(samples, m) for m in DECAY_METRICS},
+                 "cross_axis": {m: cross_axis(samples, m) for m in STATIC_METRICS}}
+    q: dict = {}
+    ent = [m for m in STATIC_METRICS if m not in ENVIRONMENT_METRICS]
+    q["tracking_supported"] = {"decay_LRLRLR": {m: decay(samples, m, 0) for m in ent},
+                               "cross_axis": {m: cross_axis(samples, m, 0) for m in ent}}
+    for tol in TOLERANCES:
+        q[f"return_within_{tol}deg"] = {"decay_LRLRLR": {m: decay(samples, m, tol) for m in ENVIRONMENT_METRICS},
+                                        "cross_axis": {m: cross_axis(samples, m, tol) for m in ENVIRONMENT_METRICS}}
+    out["return_qualified"] = q
     return out
 
 
