@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 
 from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError, get_info, list_models
+from worldgate.build_suite.cli import add_parser as add_build_suite_parser
 from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
@@ -73,6 +74,10 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rescore", action="store_true", help="score from cached features only; never compute features")
     p.add_argument("--out", help="where to write the leaderboard when several runs are given")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--judge", metavar="HF_ID", help="VLM judge of WorldMemBench's dynamic memory (a Hugging Face id, "
+                                                     "from the local cache; without it the judged metrics are "
+                                                     "unavailable and only the measured probe, a proxy, is reported)")
+    p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
@@ -85,7 +90,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         if rank != 0:
             return 0
     return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
-                        progress=not a.no_progress)
+                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device)
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
@@ -281,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "fetch command (exit 1 when something is missing)")
     dr.add_argument("--backend", default="learned", choices=["classical", "learned"])
     dr.set_defaults(fn=cmd_doctor)
+    add_build_suite_parser(sub)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
     ls.set_defaults(fn=cmd_list)

@@ -1,0 +1,451 @@
+"""Build a suite from the user's images: per image, the filter, then each step (given as a file or run by a model),
+cached per image so a rerun resumes; then the benchmark's layout is (re)written from the cache, and a build log says
+per image what was measured, kept, dropped or failed, and where every value came from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from worldgate.trajectories import library
+from worldgate.trajectories.core import TrajectoryError
+
+from . import filter as F
+from . import given as G
+from .models import DEFAULT_VLM, ChatVLM, DA3Intrinsics, ImageEditor, StepError, caption, select_actions
+from .parse import AnswerError, format_action_ids
+from .prompts import PROMPT_NAMES, load_prompt
+
+BENCHMARKS = ("worldmark", "worldmembench")
+DOMAINS = ("real", "style")
+VIEWS = ("first", "third")
+BUILD_VERSION = 1
+
+
+class BuildError(ValueError):
+    """The build cannot start (bad arguments, unreadable images, a given file that does not fit)."""
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    benchmark: str
+    kept: list[str] = field(default_factory=list)  # input images in output order
+    dropped: dict[str, str] = field(default_factory=dict)  # input image -> why (filter, duplicate)
+    failed: dict[str, str] = field(default_factory=dict)  # input image -> the step's error
+    cases: int = 0
+    log: Path | None = None
+    reused: int = 0  # model-step results taken from the per-image cache (resume)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed or not self.kept else 0
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+class _Cache:
+    """Model-step results per image (keyed by the image's content hash) under ``OUT/build/<tag>/cache/<sha>/``: a step
+    reruns only when its source (model id, prompt, seed) changed. File-given steps are read fresh every run."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.reused = 0
+
+    def get(self, sha: str, step: str, source: dict):
+        f = self.root / sha[:24] / f"{step}.json"
+        if f.is_file():
+            d = json.loads(f.read_text())
+            if d.get("source") == source:
+                self.reused += 1
+                return d
+        return None
+
+    def put(self, sha: str, step: str, source: dict, value: dict) -> dict:
+        d = {"source": source, **value}
+        _write_atomic(self.root / sha[:24] / f"{step}.json", json.dumps(d, indent=1))
+        return d
+
+    def path(self, sha: str, name: str) -> Path:
+        return self.root / sha[:24] / name
+
+
+def _prompt_hash(name: str) -> str:
+    return hashlib.sha256(load_prompt(name).encode()).hexdigest()[:16]
+
+
+def _open(path: Path) -> Image.Image:
+    try:
+        with Image.open(path) as im:
+            im.load()
+            return im.convert("RGB")
+    except (OSError, ValueError) as e:
+        raise BuildError(f"{path}: not a readable image ({e})") from None
+
+
+def build_suite(images, out, benchmark: str = "worldmark", domain: str = "real", *, captions=None, actions=None,
+                intrinsics=None, third_view=None, third_intrinsics=None, targets=None, checklists=None,
+                trajectories=("LRLR",), vlm=None, editor=None, intrinsics_model=None, depth_model=None,
+                filter: bool = True, dedup: bool = True, params: dict | None = None, device: str = "cpu",
+                seed: int = 0) -> BuildResult:
+    """Build a ``benchmark`` suite from ``images`` into ``out``; see docs/build-suite.md.
+
+    Each ``captions`` / ``actions`` / ``intrinsics`` / ``third_view`` / ``third_intrinsics`` / ``targets`` /
+    ``checklists`` is a file (or folder) given for that step; a step with no file runs its model: ``vlm`` (an HF id
+    or a ChatVLM-like object with ``ask``), ``editor`` (an id or an ImageEditor-like object with ``edit``; third
+    views are built only when ``third_view`` or ``editor`` is given), ``intrinsics_model`` (an id or an object with
+    ``estimate``), ``depth_model`` (an id or a callable image -> depth: the filter's depth term)."""
+    if benchmark not in BENCHMARKS:
+        raise BuildError(f"--benchmark {benchmark!r}: one of {', '.join(BENCHMARKS)}")
+    if domain not in DOMAINS:
+        raise BuildError(f"--domain {domain!r}: one of {', '.join(DOMAINS)}")
+    paths = [Path(p) for p in images]
+    if not paths:
+        raise BuildError("no images given")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise BuildError(f"images not found: {', '.join(missing[:5])}")
+    if len({p.resolve() for p in paths}) != len(paths):
+        raise BuildError("an image is given twice")
+    if benchmark == "worldmembench":
+        stems = [p.stem for p in paths]
+        if len(set(stems)) != len(stems):
+            raise BuildError("WorldMemBench case ids come from image file names: two images share a name stem")
+        for t in trajectories:
+            try:
+                library.resolve(t)
+            except TrajectoryError as e:
+                raise BuildError(f"--trajectories {t!r}: {e}") from None
+    P = {**F.PARAMS, **(params or {})}
+    unknown = set(P) - set(F.PARAMS)
+    if unknown:
+        raise BuildError(f"unknown build parameters {sorted(unknown)}; known: {', '.join(F.PARAMS)}")
+    out = Path(out)
+    n = len(paths)
+    # the file-given rows are read (and checked) before anything runs
+    cap_rows = G.read_rows(captions, n, "--captions") if captions else None
+    act_rows = G.action_rows(actions, n) if actions and benchmark == "worldmark" else None
+    tag = domain if benchmark == "worldmark" else "worldmembench"
+    work = out / "build" / tag
+    cache = _Cache(work / "cache")
+    models = _Models(vlm, editor, intrinsics_model, depth_model, device)
+
+    entries = []
+    for i, p in enumerate(paths):
+        img = _open(p)
+        e = {"index": i, "image": str(p), "sha256": _sha(p), "size": list(img.size), "status": None, "steps": {}}
+        entries.append((e, img))
+    # 1. traversability, 2. near-duplicates (over the images that pass)
+    embs = []
+    for e, img in entries:
+        depth = None
+        if filter and models.depth_model is not None:
+            src = {"model": models.depth_id}
+            got = cache.get(e["sha256"], "depth", src)
+            f = cache.path(e["sha256"], "depth.npy")
+            if got is None or not f.is_file():
+                f.parent.mkdir(parents=True, exist_ok=True)
+                np.save(f, np.asarray(models.depth(img), np.float32))
+                cache.put(e["sha256"], "depth", src, {"file": f.name})
+            depth = np.load(f)
+        t = F.traversability(img, depth, P)
+        e["traversability"] = t
+        if filter and not t["passed"]:
+            e["status"], e["reason"] = "dropped", t["reason"]
+        embs.append(F.thumbnail_embedding(img) if e["status"] is None else None)
+    if dedup:
+        for (e, _), d in zip(entries, F.near_duplicates(embs, P["dedup.max_distance"])):
+            near = d["nearest"]
+            e["dedup"] = {"distance": d["distance"], "nearest": None if near is None else entries[near][0]["image"],
+                          "max_distance": P["dedup.max_distance"]}
+            if d["duplicate_of"] is not None:
+                e["status"] = "dropped"
+                e["reason"] = (f"near-duplicate of {entries[d['duplicate_of']][0]['image']}: embedding distance "
+                               f"{d['distance']:.4f} <= dedup.max_distance {P['dedup.max_distance']}")
+    # 3. the steps, per kept image
+    for e, img in entries:
+        if e["status"] is not None:
+            continue
+        try:
+            _steps(e, img, benchmark, models, cache, cap_rows, act_rows, captions, actions, intrinsics, third_view,
+                   third_intrinsics, targets, checklists, seed, n)
+            e["status"] = "kept"
+        except (StepError, AnswerError, G.GivenError) as err:
+            e["status"], e["error"] = "failed", str(err)
+    kept = [(e, img) for e, img in entries if e["status"] == "kept"]
+    for k, (e, _) in enumerate(kept):
+        e["out_index"] = k
+    if benchmark == "worldmark":
+        n_cases = _write_worldmark(out, domain, kept)
+    else:
+        n_cases = _write_worldmembench(out, kept, trajectories)
+    res = BuildResult(out=out, benchmark=benchmark, kept=[e["image"] for e, _ in kept],
+                      dropped={e["image"]: e["reason"] for e, _ in entries if e["status"] == "dropped"},
+                      failed={e["image"]: e["error"] for e, _ in entries if e["status"] == "failed"},
+                      cases=n_cases, log=work / "build_log.jsonl", reused=cache.reused)
+    _write_atomic(res.log, "".join(json.dumps(e, default=str) + "\n" for e, _ in entries))
+    _write_atomic(work / "build.json", json.dumps({
+        "version": BUILD_VERSION, "benchmark": benchmark, "domain": domain if benchmark == "worldmark" else None,
+        "params": P, "filter": filter, "dedup": dedup, "images": n, "kept": len(res.kept), "dropped": len(res.dropped),
+        "failed": len(res.failed), "cases": n_cases, "trajectories": list(trajectories) if benchmark != "worldmark"
+        else None, "prompts": {k: _prompt_hash(k) for k in PROMPT_NAMES},
+        "given": {k: str(v) for k, v in {"captions": captions, "actions": actions, "intrinsics": intrinsics,
+                                         "third_view": third_view, "third_intrinsics": third_intrinsics,
+                                         "targets": targets, "checklists": checklists}.items() if v},
+        "models": models.ids()}, indent=1))
+    return res
+
+
+class _Models:
+    """Model steps, loaded on first use (once per build): an id is loaded from the HF cache, an object is used as is."""
+
+    def __init__(self, vlm, editor, intrinsics_model, depth_model, device):
+        self._vlm, self._editor, self._k, self.depth_model, self.device = vlm, editor, intrinsics_model, depth_model, device
+        self.depth_id = depth_model if isinstance(depth_model, str) else getattr(depth_model, "model_id", "custom")
+        self._depth_model = None
+
+    @staticmethod
+    def _id(x, default=None):
+        return x if isinstance(x, str) else getattr(x, "model_id", None) or (default if x is None else "custom")
+
+    def ids(self) -> dict:
+        return {"vlm": self._id(self._vlm), "editor": self._id(self._editor),
+                "intrinsics": self._id(self._k), "depth": self._id(self.depth_model)}
+
+    @property
+    def vlm(self):
+        if self._vlm is None or isinstance(self._vlm, str):
+            self._vlm = ChatVLM(self._vlm or DEFAULT_VLM, device=self.device)
+        return self._vlm
+
+    @property
+    def vlm_id(self) -> str:
+        return self._id(self._vlm, DEFAULT_VLM)
+
+    @property
+    def editor(self):
+        if isinstance(self._editor, str):
+            self._editor = ImageEditor(self._editor, device=self.device)
+        return self._editor
+
+    @property
+    def intrinsics(self):
+        if self._k is None or isinstance(self._k, str):
+            self._k = DA3Intrinsics(device=self.device, **({"model_id": self._k} if self._k else {}))
+        return self._k
+
+    def depth(self, img):
+        if callable(self.depth_model):
+            return self.depth_model(img)
+        return F.relative_depth(img, self.depth_model, self.device)
+
+
+def _steps(e, img, benchmark, M: _Models, cache: _Cache, cap_rows, act_rows, captions, actions, intrinsics,
+           third_view, third_intrinsics, targets, checklists, seed, n) -> None:
+    i, sha, p = e["index"], e["sha256"], Path(e["image"])
+    steps = e["steps"]
+    # caption (scene)
+    if cap_rows is not None:
+        e["caption"] = G.scene_caption(cap_rows[i])
+        steps["caption"] = {"source": f"file:{captions}:{i + 1}"}
+    else:
+        src = {"model": M.vlm_id, "prompt": "caption_scene", "prompt_sha": _prompt_hash("caption_scene"), "seed": seed}
+        got = cache.get(sha, "caption", src) or cache.put(sha, "caption", src, caption(M.vlm, img, seed=seed))
+        e["caption"] = G.scene_caption(got["value"])
+        steps["caption"] = {"source": f"model:{M.vlm_id}", "prompt": "worldmark/build/caption_scene.txt",
+                            "raw": got["raw"]}
+    # action selection (WorldMark only; from the first-person image, as the prompt says)
+    if benchmark == "worldmark":
+        if act_rows is not None:
+            e["actions"] = act_rows[i]
+            steps["actions"] = {"source": f"file:{actions}:{i + 1}"}
+        else:
+            src = {"model": M.vlm_id, "prompt": "select_actions", "prompt_sha": _prompt_hash("select_actions"),
+                   "seed": seed}
+            got = cache.get(sha, "actions", src) or cache.put(sha, "actions", src, select_actions(M.vlm, img, seed))
+            e["actions"] = got["value"]
+            steps["actions"] = {"source": f"model:{M.vlm_id}", "prompt": "worldmark/build/select_actions.txt",
+                                "raw": got["raw"], "retried": got["retried"]}
+    # intrinsics
+    size = tuple(e["size"])
+    e["intrinsics"], steps["intrinsics"] = _intrinsics(img, sha, i, p, size, intrinsics, M, cache, "intrinsics", n)
+    # third view (WorldMark, when asked for)
+    if benchmark == "worldmark" and (third_view or M._editor is not None):
+        if third_view:
+            tp = G.third_view_for(third_view, p, i)
+            timg = _open(tp)
+            e["third"] = {"image": str(tp), "copy": True}
+            steps["third_view"] = {"source": f"file:{tp}"}
+        else:
+            src = {"model": M._id(M._editor), "prompt": "third_person_edit",
+                   "prompt_sha": _prompt_hash("third_person_edit"), "seed": seed}
+            got = cache.get(sha, "third_view", src)
+            tp = cache.path(sha, "third.png")
+            if got is None or not tp.is_file():
+                r = M.editor.edit(img, seed=seed)
+                if r["image"].size != img.size:
+                    raise StepError(f"the editor returned {r['image'].size}, not the input's {img.size}")
+                tp.parent.mkdir(parents=True, exist_ok=True)
+                r["image"].save(tp)
+                got = cache.put(sha, "third_view", src, {"produced": r["produced"], "resized": r["resized"]})
+            timg = _open(tp)
+            e["third"] = {"image": str(tp), "copy": True}
+            steps["third_view"] = {"source": f"model:{src['model']}", "prompt": "worldmark/build/third_person_edit.txt",
+                                   "produced": got["produced"], "resized_to_input": got["resized"]}
+        tsize = timg.size
+        e["third"]["size"] = list(tsize)
+        if cap_rows is None:  # the main character of the composite, with WorldMark's second caption prompt: logged
+            tsha = _sha(Path(e["third"]["image"]))  # (the official third-view rows carry the scene caption only)
+            src = {"model": M.vlm_id, "prompt": "caption_character", "prompt_sha": _prompt_hash("caption_character"),
+                   "seed": seed}
+            got = cache.get(tsha, "character", src) or cache.put(
+                tsha, "character", src, caption(M.vlm, timg, "caption_character", seed=seed))
+            e["third"]["character_caption"] = got["value"]
+            steps["character_caption"] = {"source": f"model:{M.vlm_id}",
+                                          "prompt": "worldmark/build/caption_character.txt", "raw": got["raw"]}
+        if third_intrinsics:
+            k, s = _intrinsics(timg, _sha(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize,
+                               third_intrinsics, M, cache, "third_intrinsics", n)
+        elif intrinsics is None:  # estimated: estimate the composite too
+            k, s = _intrinsics(timg, _sha(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize, None, M,
+                               cache, "intrinsics", None)
+        else:  # the same camera (WorldMark: the composite is the same frame), scaled to the composite's size
+            sx, sy = tsize[0] / size[0], tsize[1] / size[1]
+            fx, fy, cx, cy = e["intrinsics"]
+            k = [fx * sx, fy * sy, (cx + 0.5) * sx - 0.5, (cy + 0.5) * sy - 0.5]
+            s = {"source": "first-view intrinsics" + ("" if (sx, sy) == (1, 1) else f" scaled by ({sx:.4f}, {sy:.4f})")}
+        e["third"]["intrinsics"], steps["third_intrinsics"] = k, s
+    if benchmark == "worldmembench":
+        e["targets"] = G.targets_for(targets, p, size) if targets else None
+        e["dynamic"] = G.checklist_for(checklists, p) if checklists else None
+        if e["dynamic"] is not None:
+            if not e["targets"]:
+                raise G.GivenError(f"{p.name}: a checklist needs the event target it is about (--targets)")
+            e["dynamic"] = _resolve_target(dict(e["dynamic"]), [t["name"] for t in e["targets"]], p.name)
+        steps["targets"] = {"source": f"file:{targets}" if e["targets"] else None}
+        steps["checklist"] = {"source": f"file:{checklists}" if e["dynamic"] else None}
+
+
+def _intrinsics(img, sha, i, p, size, given, M: _Models, cache: _Cache, step: str, n):
+    if given:
+        k, where = G.intrinsics_for(given, p, i, n, size)
+        return k, {"source": where}
+    src = {"model": M._id(M._k, "depth-anything/DA3-LARGE-1.1"), "estimator": "DA3 camera head"}
+    got = cache.get(sha, step, src)
+    if got is None:
+        got = cache.put(sha, step, src, {"value": [float(v) for v in M.intrinsics.estimate(img)]})
+    return got["value"], {"source": f"model:{src['model']}", "estimator": "DA3 camera head"}
+
+
+# ------------------------------------------------------------------------------------------------------- writers
+def _clear(folder: Path, pattern: str) -> None:
+    if folder.is_dir():
+        for f in folder.glob(pattern):
+            if f.is_file():
+                f.unlink()
+
+
+def _write_worldmark(out: Path, domain: str, kept) -> int:
+    """WorldMark's arena_inputs layout for one domain: ``{view}_view/{domain}/NNN.jpg`` (the input's bytes, never
+    re-encoded: the official set also holds PNG data under .jpg names), ``prompt_{domain}.txt``,
+    ``{domain}_action.txt`` (rows "a, b, c, d, e", identical in both views) and ``{domain}_intrinsics/``. The other
+    domain's files, when absent, are written empty so ``--suite worldmark --data OUT`` reads the folder."""
+    views = ["first"] + (["third"] if kept and all("third" in e for e, _ in kept) else [])
+    for view in views:
+        vdir = out / f"{view}_view"
+        _clear(vdir / domain, "[0-9][0-9][0-9].jpg")
+        _clear(vdir / f"{domain}_intrinsics", "[0-9][0-9][0-9]_intrinsics.npy")
+        (vdir / domain).mkdir(parents=True, exist_ok=True)
+        (vdir / f"{domain}_intrinsics").mkdir(parents=True, exist_ok=True)
+        rows, acts = [], []
+        for k, (e, _) in enumerate(kept):
+            src = Path(e["image"] if view == "first" else e["third"]["image"])
+            shutil.copyfile(src, vdir / domain / f"{k:03d}.jpg")
+            kk = e["intrinsics"] if view == "first" else e["third"]["intrinsics"]
+            np.save(vdir / f"{domain}_intrinsics" / f"{k:03d}_intrinsics.npy", np.asarray(kk, np.float32))
+            rows.append(G.view_caption(e["caption"], view))
+            acts.append(format_action_ids(e["actions"]))
+        _write_atomic(vdir / f"prompt_{domain}.txt", "\n".join(rows))
+        _write_atomic(vdir / f"{domain}_action.txt", "\n".join(acts))
+    for view in VIEWS:
+        for d in DOMAINS:
+            for name in (f"prompt_{d}.txt", f"{d}_action.txt"):
+                f = out / f"{view}_view" / name
+                if not f.exists():
+                    _write_atomic(f, "")
+    return sum(len(e["actions"]) for e, _ in kept) * len(views)
+
+
+def _resolve_target(dyn: dict, names: list[str], image: str) -> dict:
+    """A checklist's ``target`` as the index of one of its image's targets (given by name or index)."""
+    tgt = dyn.get("target", dyn.get("name"))
+    if isinstance(tgt, str):
+        if tgt not in names:
+            raise G.GivenError(f"{image}: the checklist's target {tgt!r} is not one of its targets {names}")
+        dyn["target"] = names.index(tgt)
+    elif not (isinstance(tgt, int) and not isinstance(tgt, bool) and 0 <= tgt < len(names)):
+        raise G.GivenError(f"{image}: the checklist needs 'target' (one of its targets {names}, by name or index)")
+    dyn.setdefault("name", names[dyn["target"]])
+    dyn.setdefault("kind", "event")
+    return dyn
+
+
+def _family(e) -> str:
+    kinds = {t["kind"] for t in e.get("targets") or []}
+    if e.get("dynamic"):
+        return "dynamic"
+    return "human" if "human" in kinds else "object" if "object" in kinds else "environment"
+
+
+def _write_worldmembench(out: Path, kept, trajectories) -> int:
+    """``OUT/cases.jsonl`` (docs/worldmembench-cases.md) with ``OUT/images/`` and ``OUT/masks/``: one case per image and
+    trajectory; paths relative to the manifest."""
+    _clear(out / "images", "*")
+    _clear(out / "masks", "*.png")
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    (out / "masks").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for e, _ in kept:
+        src = Path(e["image"])
+        rel_img = f"images/{src.name}"
+        shutil.copyfile(src, out / rel_img)
+        tg = None
+        if e.get("targets"):
+            tg = []
+            for t in e["targets"]:
+                rel = f"masks/{src.stem}-{t['name']}.png"
+                with Image.open(t["mask"]) as m:
+                    Image.fromarray((np.asarray(m.convert("L")) > 0).astype(np.uint8) * 255).save(out / rel)
+                tg.append({"name": t["name"], "kind": t["kind"], "mask": rel})
+        dyn = e.get("dynamic")
+        fam = _family(e)
+        for t in trajectories:
+            case = {"id": f"{src.stem}-{t}".replace(" ", "_"), "trajectory": t, "image": rel_img,
+                    "prompt": G.view_caption(e["caption"], "first"),
+                    "prompt_source": e["steps"]["caption"]["source"], "intrinsics": e["intrinsics"],
+                    "image_size": e["size"], "view": "first",
+                    "tags": {"family": fam, "trajectory": t, "content": src.stem, "image": src.name},
+                    **({"targets": tg} if tg else {}), **({"dynamic": dyn} if dyn else {})}
+            lines.append(json.dumps(case))
+    _write_atomic(out / "cases.jsonl", "".join(ln + "\n" for ln in lines))
+    return len(lines)
