@@ -40,6 +40,13 @@ AR = inference_ar_forcing.py, TP = utils/trajectory_processor.py, PC = pipeline/
 - KV cache: rolling window ``local_attn_size 12`` latents with ``sink_size 3`` (configs/dreamx-ar/config.json:15-16;
   utils/wan_wrapper.py:102-103, 116-117).
 
+Launcher/CLI defaults that touch control, and what worldgate passes: the step sizes ``speed=1.5`` (TP:834: 0.075
+units, 1.5 deg per frame) have no flag (the AR script passes none, AR:301-305), so the turn-rate cap of 24 deg/s
+stays and is a caveat; ``--chunk_relative`` (store_true, off by default, AR:164; on in inference_ar_forcing.sh:30)
+-> passed; ``--fps`` 16 (AR:158, writer only) -> 16; ``--num_output_frames`` 21 (AR:156) -> the case's L;
+``--color_correction_strength`` 0.3 (AR:161) -> 1.0 as the launcher runs it (inference_ar_forcing.sh:27; not a control); ``--output_folder``
+-> the runner's OUT; ``--model_name`` / ``--base_checkpoint_path`` -> under CKPT.
+
 Rounding rule: every segment gets ``floor(seconds * 16 + 0.5)`` frames (half up, per segment), so equal durations
 get equal frames (a 20 s key is 320 frames, and L/R or U/D pairs of equal length close exactly); the case's segment
 s covers output frames [A_s, A_s+1). The tail up to N holds still (``" "``).
@@ -122,7 +129,8 @@ class DreamXWorld(RepoAdapter):
         intrinsics_regime=2, aspect_policy="stretch", context_policies=("sliding_window",),
         hf_ids=("GD-ML/DreamX-World-5B", "Wan-AI/Wan2.2-TI2V-5B"),
         repository="https://github.com/AMAP-ML/DreamX-World", licence="Apache-2.0", integration="A",
-        notes="autoregressive 5B (inference_ar_forcing.py); fixed 0.075 units and 1.5 deg per frame; rolling KV "
+        notes="autoregressive 5B (inference_ar_forcing.py); fixed 0.075 units and 1.5 deg per frame, so turns top "
+              "out at 24 deg/s (a 25 deg/s key turns 480 deg in 20 s, not 500; caveated per segment); rolling KV "
               "12 latents + 3 sink latents; the 5B-Cam (<= 7.5 s) is not used",
     )
     FPS = FPS

@@ -18,7 +18,14 @@ OP = evoke/dataset/evoke_data/operators.py, PE = evoke/pipelines/pipeline_evoke.
   look to 10 degrees and 3 units per 36-frame chunk and low-pass the track, IB:245-246, 486-490; IS:1169-1207):
   ``CAP_MAX_DEG`` 10 -> 0, ``CAP_MAX_TRANS`` 3 -> 0 (0 skips the clamp, IS:1177), ``POSE_SMOOTH_WIN`` 5 -> 0
   (IS:1169), ``POSE_EXTEND_MODE`` relative_replay -> clamp, ``JOYSTICK_HUD`` auto -> off (it draws an overlay into
-  the video, IB:209-211, 473), ``SEED`` 44 -> the rollout seed (IB:95, 426). Left at the launcher's value, with a
+  the video, IB:209-211, 473), ``SEED`` 44 -> the rollout seed (IB:95, 426). Paths (``ckpt`` = the ``models``
+  folder of ``hf download AlayaLab/Evoke --local-dir models`` + ViGeo in ``models/ViGeo1.1``, README.md:166-170):
+  ``TRANSFORMER_PATH`` (launcher default models/evoke/stage3_post_distillation, infer_post_distill.sh:135) ->
+  ``CKPT/evoke/stage3_post_distillation``, ``BASE_CKPT`` models/evoke-base (IB:81) -> ``CKPT/evoke-base``,
+  ``VIGEO_WEIGHTS`` models/ViGeo1.1 (IB:173) -> ``CKPT/ViGeo1.1``. ``OUT_ROOT`` (infer_post_distill.sh:161) stays
+  in the checkout: adapters/repo.py maps no ``K=OUT`` token yet, and the launcher also writes per-chunk
+  ``segments/segment_NNN_pred.mp4`` next to ``geo_pred.mp4`` (infer_post_distill.sh:76-78), so the runner's
+  newest-mp4 pick is not safe here either (open, issue 18). Left at the launcher's value, with a
   caveat: image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px
   (``GEO_CHUNK0_TARGET_DISP_PX``, da3_cloud.py:1737-1853; IS:1018), which is the model's own behaviour.
 - Translation unit: in i2v the scene's median depth is set to 5 pose units (``depth_median`` scale mode, IB:175-197;
@@ -141,6 +148,8 @@ class Evoke(RepoAdapter):
                        "the model's, not the trajectory's")
         cmd = (f"env MODE=i2v NUM_CHUNKS={chunks} MAX_CASES=1 JSONL=cases.jsonl SEED=SEED CAP_MAX_DEG=0 "
                f"CAP_MAX_TRANS=0 POSE_SMOOTH_WIN=0 POSE_EXTEND_MODE=clamp JOYSTICK_HUD=off "
+               f"TRANSFORMER_PATH=CKPT/evoke/stage3_post_distillation BASE_CKPT=CKPT/evoke-base "
+               f"VIGEO_WEIGHTS=CKPT/ViGeo1.1 "
                f"bash scripts/inference/infer_post_distill.sh  # cases.jsonl paths are relative to the Evoke checkout")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

@@ -29,6 +29,16 @@ Conventions this adapter relies on, read at commit 07afcd4c7c5c6ba90108cf1493c31
   20 s key gets 15 actions = 495 frames (20.625 s). The segment's whole commanded motion (metres or degrees) is split
   evenly over its actions, so loops close exactly; the per-second rate is off by the time stretch (caveat).
 - History: only the previous 33-frame segment (SB:255, 273-275): context policy "sliding_window".
+- Launcher/CLI defaults that touch control, and what worldgate passes (hymm_sp/config.py): ``--sample-n-frames`` 33
+  (config.py:121, the frames per action, SB:257) -> 33, explicit; ``--action-speed-list`` has no default, no clamp and
+  no scale besides the x10 inside (SI:40-41) -> the per-action totals above; ``--use-csv-pose`` / ``--pose`` / ``--add-button``
+  off (config.py:33-34, 37) -> not passed, so the key path builds the poses; ``--cfg-scale`` 7.5 (config.py:139) ->
+  2.0 and ``--infer-steps`` 100 (:123) -> 50 as the launcher runs it (scripts/run_sample_batch_sp.sh:17, 22);
+  ``--image-start`` passed. Paths: ``--ckpt`` -> ``CKPT/gamecraft_models/mp_rank_00_model_states.pt`` and
+  ``MODEL_BASE`` (the VAE and text encoders, hymm_sp/constants.py:36-52) -> ``CKPT/stdmodels``, with ``ckpt`` = the
+  ``weights`` folder of the launcher (run_sample_batch_sp.sh:4-5); ``PYTHONPATH=.`` as the launcher sets it (:3);
+  ``--save-path`` -> the runner's OUT. torchrun is run as ``python -m torch.distributed.run`` so the ``python``
+  model argument picks the interpreter.
 """
 
 from __future__ import annotations
@@ -171,11 +181,13 @@ class HYGameCraft(RepoAdapter):
             rw = int(w0 * s)  # CropResize floors (SB:57)
             vis_hfov = horizontal_fov_deg(case.intrinsics[0] * rw / w0, W)
         speed_txt = " ".join(repr(float(v)) for v in speeds)
-        cmd = (f"torchrun --nnodes=1 --nproc_per_node=1 hymm_sp/sample_batch.py --image-path {image_arg(case)} "
+        cmd = (f"env MODEL_BASE=CKPT/stdmodels PYTHONPATH=. python -m torch.distributed.run --nnodes=1 "
+               f"--nproc_per_node=1 hymm_sp/sample_batch.py --image-path {image_arg(case)} "
                f"--prompt \"$(cat prompt.txt)\" --add-pos-prompt \"Realistic, High-quality.\" --add-neg-prompt "
                f"\"overexposed, low quality, deformation, a poor composition, bad hands, bad teeth, bad eyes, bad limbs, "
                f"distortion, blurring, text, subtitles, static, picture, black border.\" --ckpt "
-               f"weights/gamecraft_models/mp_rank_00_model_states.pt --video-size {H} {W} --cfg-scale 2.0 --image-start "
+               f"CKPT/gamecraft_models/mp_rank_00_model_states.pt --video-size {H} {W} --sample-n-frames {ACTION_FRAMES} "
+               f"--cfg-scale 2.0 --image-start "
                f"--action-list {' '.join(keys)} --action-speed-list {speed_txt} --seed SEED --infer-steps 50 "
                f"--flow-shift-eval-video 5.0 --save-path OUT")
         return NativeInputs(

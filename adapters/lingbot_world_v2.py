@@ -11,6 +11,14 @@ Same input files and conventions as v1 (see adapters/lingbot_world.py), read at 
   ``(F - 1) // 4 + 1`` is a multiple of 4, i.e. F = 16 m - 3 (317, 333, ...). This adapter always asks for such an F,
   so the poses land on the frames they were planned for; the tail frames hold the final pose.
 - Writer fps 16 (generate.py:292-298); recommended window ``--local_attn_size 18 --sink_size 6`` (README.md:108).
+- Working size: as v1, ``--size`` is an area and "the aspect ratio of the output video will follow that of the input
+  image" (generate.py:80-85; wan/image2video.py:488-497, the same formula as v1's): 768x512 for 3:2, 832x464 for
+  16:9, 624x624 for 1:1. The plan reports that size (``working_size`` of adapters/lingbot_world.py).
+- Launcher/CLI defaults that touch control, and what worldgate passes: ``--size`` 1280*720 (generate.py:80-85) ->
+  480*832; ``--chunk_size`` 4 (generate.py:93-96) -> 4 (explicit, the frame rule depends on it);
+  ``--local_attn_size`` -1 / ``--sink_size`` 0 (generate.py:163-172) -> 18 / 6 as the README runs it;
+  ``--frame_num`` -> 16m-3. No cap, smoothing or speed scale exists on the pose path (translation max-normalised by
+  the model itself, wan/utils/cam_utils.py:56-75).
 """
 
 from __future__ import annotations
@@ -26,14 +34,16 @@ class LingBotWorldV2(LingBotWorld):
     repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world-v2", entry="generate.py",
                          hf_id="robbyant/lingbot-world-v2-14b-causal-fast")
     info = AdapterInfo(
-        name="lingbot-world-v2", version="0.1", width=832, height=480, fps=16.0,
+        name="lingbot-world-v2", version="0.2", width=832, height=480, fps=16.0,
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:292-298)",
         chunk_frames=16, first_chunk_frames=13, duration_unit="frames (16m-3: whole 4-latent chunks)",
         control="poses", pose_convention="c2w OpenCV; relative to frame 0, translation max-normalised inside the model",
         intrinsics_regime=4, aspect_policy="stretch", context_policies=("full_kv", "sliding_window"),
         hf_ids=("robbyant/lingbot-world-v2-14b-causal-fast",), repository="https://github.com/robbyant/lingbot-world-v2",
         licence="CC BY-NC-SA 4.0", integration="A",
-        notes="causal-fast only; --local_attn_size 18 --sink_size 6 as the README runs it",
+        notes="causal-fast only; --local_attn_size 18 --sink_size 6 as the README runs it; the size shown is the max "
+              "area: the working size follows the image's aspect (768x512 at 3:2, 624x624 at 1:1, "
+              "wan/image2video.py:488-497), recorded per case in the plan",
     )
     FRAME_RULE = "16m-3, whole 4-latent chunks"
     CKPT = "lingbot-world-v2-14b-causal-fast"

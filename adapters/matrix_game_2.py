@@ -18,6 +18,25 @@ Conventions this adapter relies on, read at Matrix-Game-2/ of commit 3ceb3114b65
   patch replaces ``conditional_dict['keyboard_cond' / 'mouse_cond']`` with the arrays of ``actions.npz``.
 - No camera model (regime 1); image resize-cropped to 352x640 (inference.py:41-45, 99); rolling KV window of 6
   latents, no sink (configs/distilled_model/universal/config.json:42, 47).
+- **Row timing, decided by the action module's window** (wan/modules/action_module.py:219-227 for the mouse,
+  :335-344 for the keyboard): both conditions are front-padded with ``pad_t = 4 * windows_size = 12`` copies of row 0
+  and latent i reads rows ``[4i - 12, 4i)`` of the unpadded sequence (:225/:227 and :341/:344, the slice end
+  ``i * 4 + pad_t``). Latent i >= 1 holds video frames 4i-3 .. 4i, so its newest row is 4i-1, one before its last
+  frame, and the final row 4(L-1) is never read while row 0 is (and pads the window). Row j is therefore the command
+  that takes frame j to frame j+1: **row j = the command active at time j / 12**, the convention of Matrix-Game 3's
+  integrator ("row i moves frame i to frame i+1", Matrix-Game-3/utils/utils.py:23-28), of Matrix-Game 1.0's same
+  window (matrixgame/model_variants/matrixgame_dit_src/motion_module.py:252-255 at SkyworkAI/Matrix-Game f1bf6e6,
+  zero-padded) and of Solaris's config, which changes MG2's left padding "from 12 to allow action i to influence
+  frame i" (solaris-wm/solaris config/.../single_player.yaml:57, as reported in issue 18's work; not re-read here). Version 0.1 wrote the command of time (j-1)/12 into row j (one
+  frame late); ``row_timing=lagged`` (``--model-args``) reproduces it for comparison, the default is ``aligned``.
+  Training-data alignment is not in the public code: the window is the strongest evidence there is.
+- Launcher/CLI defaults that touch control, and what worldgate passes: ``--num_output_frames`` 150 latents
+  (inference.py:25) -> L of the case; ``--config_path`` default inference_universal.yaml (inference.py:21, mode
+  universal = keyboard [W,S,A,D] + mouse) -> passed explicitly; the random ``Bench_actions_universal`` actions
+  (inference.py:120-131) -> replaced by actions.npz through the patch. The mouse scale (``CAM_VALUE`` 0.1) is a
+  constant of the action vocabulary, not an option. Paths: ``--pretrained_model_path`` (the VAE folder, default
+  ``Matrix-Game-2.0`` in the checkout, inference.py:28) -> ``CKPT`` (the ``hf download Skywork/Matrix-Game-2.0``
+  folder), ``--output_folder`` (default ``outputs/``, inference.py:24) -> the runner's ``OUT``.
 """
 
 from __future__ import annotations
@@ -28,10 +47,11 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move
 
-from .base import AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
+from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.1
+ROW_TIMINGS = ("aligned", "lagged")  # row j = command at j/12 (decided by action_module.py:225, 341) / v0.1's (j-1)/12
 KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D]
 
 
@@ -41,18 +61,24 @@ class MatrixGame2(RepoAdapter):
         hf_id="Skywork/Matrix-Game-2.0", patches={"inference.py": "--actions"},
         patch_doc="docs/probes/matrix-game-2.md (the patch adds --actions NPZ and loads keyboard_cond/mouse_cond from it)")
     info = AdapterInfo(
-        name="matrix-game-2", version="0.1", width=640, height=352, fps=12.0,
+        name="matrix-game-2", version="0.2", width=640, height=352, fps=12.0,
         fps_source="writer: export_to_video(fps=12) (utils/visualize.py:167,186); README 25 fps is generation speed",
         chunk_frames=12, first_chunk_frames=9, duration_unit="frames (4L-3, L latents a multiple of 3)",
         control="keyboard [W,S,A,D] + mouse [pitch,yaw] per frame", pose_convention="none",
         intrinsics_regime=1, aspect_policy="crop", context_policies=("sliding_window",),
         hf_ids=("Skywork/Matrix-Game-2.0",), repository="https://github.com/SkyworkAI/Matrix-Game (Matrix-Game-2/)",
         licence="MIT", integration="B",
-        notes="no action-file input upstream: a patch loads actions.npz into conditional_dict; mouse magnitude fixed",
+        notes="no action-file input upstream: a patch loads actions.npz into conditional_dict; mouse magnitude fixed; "
+              "row j = command at j/12 (action_module.py:225, 341: latent i reads rows [4i-12, 4i)); "
+              "model arg row_timing=lagged gives v0.1's (j-1)/12",
     )
     FPS = 12.0
 
     def plan(self, case) -> NativeInputs:
+        timing = self.model_args.get("row_timing", "aligned")
+        if timing not in ROW_TIMINGS:
+            raise AdapterError(f"matrix-game-2: row_timing must be one of {ROW_TIMINGS}, got {timing!r}")
+        lag = 1 if timing == "lagged" else 0
         traj = case.trajectory
         n = traj.n_frames(self.FPS)  # frames after the conditioning frame
         L = 3 * math.ceil((n + 4) / 12)  # smallest multiple of 3 with 4L - 3 >= n + 1
@@ -62,8 +88,8 @@ class MatrixGame2(RepoAdapter):
         bounds = traj.boundaries()
         segs = []
         for s, t0, t1 in zip(traj.segments, bounds[:-1], bounds[1:]):
-            a = 1 + int(math.ceil(round(t0 * self.FPS, 9)))
-            b = 1 + int(math.ceil(round(t1 * self.FPS, 9)))
+            a = lag + int(math.ceil(round(t0 * self.FPS, 9)))
+            b = lag + int(math.ceil(round(t1 * self.FPS, 9)))
             segs.append((a, b))
             if s.move is not Move.IDLE:
                 kb[a:b, KEY_ORDER.index(s.move)] = 1.0
@@ -75,16 +101,23 @@ class MatrixGame2(RepoAdapter):
                 ms[a:b, 1] = CAM_VALUE
             elif s.look is Look.YAW_LEFT:
                 ms[a:b, 1] = -CAM_VALUE
-        kb[0], ms[0] = kb[1], ms[1]  # row 0 (the conditioning frame) is the padding source: the first command
+        if lag:
+            kb[0], ms[0] = kb[1], ms[1]  # row 0 (the conditioning frame) is the padding source: the first command
         caveats = ["mouse magnitude is the model's constant 0.1 per frame: the commanded turn rate is not matched",
                    "move speed is the model's own: the commanded speed is not matched",
-                   "the prompt is not used by Matrix-Game 2.0 (image-only conditioning)"]
+                   "the prompt is not used by Matrix-Game 2.0 (image-only conditioning)",
+                   "row j carries the command of time j/12 (the transition from frame j to j+1), decided by the action "
+                   "module's window (wan/modules/action_module.py:225, 341: latent i reads rows [4i-12, 4i)); the "
+                   "training data's own alignment is not public" if not lag else
+                   "row_timing=lagged: row j carries the command of time (j-1)/12 (v0.1); the action module's window "
+                   "(action_module.py:225, 341) suggests j/12, i.e. this is one frame late"]
         if F - 1 > n:
             caveats.append(f"{F - 1 - n} trailing frames (to reach 4L-3 with L % 3 == 0) carry no command")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
         cmd = (f"python inference.py --config_path configs/inference_yaml/inference_universal.yaml --checkpoint_path "
                f"CKPT/base_distilled_model/base_distill.safetensors --img_path {image_arg(case)} "
-               f"--num_output_frames {L} --seed SEED --actions actions.npz  # --actions is added by the worldgate patch")
+               f"--num_output_frames {L} --seed SEED --pretrained_model_path CKPT --output_folder OUT "
+               f"--actions actions.npz  # --actions is added by the worldgate patch")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=640, height=352,
             fps=self.FPS, n_frames=F, segment_frames=segs, arrays={"keyboard_cond": kb, "mouse_cond": ms},
@@ -92,5 +125,5 @@ class MatrixGame2(RepoAdapter):
             intrinsics={"regime": 1, "case": case.intrinsics, "case_hfov_deg": hfov, "native_hfov_deg": None,
                         "note": "no camera model: the model's field of view is not defined"},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"num_output_frames": L, "image": case.image},
+            extra={"num_output_frames": L, "image": case.image, "row_timing": timing},
         )

@@ -26,7 +26,12 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
   the authors' demos: ``get_extrinsics`` takes UE-style ``[roll, pitch, yaw]`` + positions in centimetres, the format
   of engine-recorded data, so the training poses were very likely converted by the same function and the
   mirrored pitch is then consistent between training and inference (inference, not verifiable from code). Our own
-  OpenCV poses are never substituted for the pipeline's.
+  OpenCV poses are never substituted for the pipeline's. **Open question** (``PITCH_QUESTION``, shown in
+  ``AdapterInfo.pose_convention`` / ``notes`` and in the caveats of every case that pitches): does the video tilt
+  up for U? The GPU check (``PITCH_CHECK``): plan a 2 s ``U`` case, run it, and measure the mean vertical optical
+  flow over frames 1-34 (or track the horizon row): the scene moving **down** in the frame (flow dy > 0) means the
+  camera tilted up (the labels hold); moving up means the video follows the integrator (+mouse[0] = down), and U
+  must then be emitted as -mouse[0].
 - Frames: ``num_frames = 57 + 40 (num_iterations - 1)`` (pipeline/inference_pipeline.py:385-392; README.md:55):
   the first clip is 57 frames (15 latents), each later clip re-uses the last 4 latents and adds 10 latents = 40
   frames (:443-444, 606-607, 655). Frame 0 of the video is the conditioning image (latent 0 at timestep 0).
@@ -42,6 +47,12 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
 - Intrinsics (regime 2): fixed 90 degrees on both axes from the working size, ``fx = W/2, fy = H/2, cx = W/2,
   cy = H/2`` = [640, 352, 640, 352] at 704x1280 (utils/cam_utils.py:593-603; pipeline/inference_pipeline.py:410).
   The image is centre-cropped to the 704:1280 aspect and bicubic-resized (utils/transform.py:10-23, 133-149, 323-354).
+- Launcher/CLI defaults that touch control, and what worldgate passes: none of generate.py's flags caps, smooths or
+  scales the actions (generate.py:43-78); the mouse unit (15 deg, dead zone 0.02) and move step (12.35) are
+  constants of utils/utils.py:8-12. ``--num_iterations`` 12 (generate.py:56) -> the case's count;
+  ``--num_inference_steps`` 50 (:63) -> 3 as the README runs the distilled model (README.md:54); ``--size`` ->
+  704*1280 (explicit); ``--interactive`` off (the patch's actions.npz instead); ``--output_dir`` ./output (:58) ->
+  the runner's OUT.
 - Context: no KV cache; each clip attends to the 4 previous latents plus 5 memory latents chosen by field-of-view
   overlap of the integrated poses (pipeline/inference_pipeline.py:419-422, 471-485; utils/cam_utils.py:298-363).
 """
@@ -69,6 +80,12 @@ UNIT_TO_M = 0.01  # get_extrinsics scales translation by 0.01 (utils/cam_utils.p
 DEMO_MOUSE = 0.1  # CAM_VALUE of the built-in and interactive actions (utils/conditions.py:77)
 #: camera axes in the integration world (columns: camera x -> +Y, y -> -Z, z -> +X) (utils/cam_utils.py:583-589)
 R_INIT = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+PITCH_QUESTION = ("open: U is emitted as +mouse[0] ('camera_up' in utils/conditions.py:77-87), but the model's own pose "
+                  "integration turns +mouse[0] into a camera tilting down (Ry sign, utils/cam_utils.py:576); which way "
+                  "the video tilts is unverified without weights")
+PITCH_CHECK = ("GPU check: render a 2 s U case and measure the mean vertical optical flow (or the horizon row) over "
+               "frames 1-34: scene moving down in the frame = camera tilts up (labels hold); moving up = U must be "
+               "-mouse[0]")
 
 
 def num_iterations_for(n_frames_after_image: int) -> int:
@@ -149,12 +166,14 @@ class MatrixGame3(RepoAdapter):
         control="keyboard [W,S,A,D,0,0] + mouse [pitch,yaw] per frame; Plücker rays from the pipeline's own "
                 "integration of those actions",
         pose_convention="none as input; integrated inside: c2w, OpenCV camera in a UE world (X fwd, Y right, Z up), "
-                        "0.1235 m/frame, 15 deg per mouse unit; +pitch tilts the integrated camera down",
+                        "0.1235 m/frame, 15 deg per mouse unit; PITCH SIGN OPEN: +mouse[0] is labelled up but "
+                        "integrates to a camera tilting down (utils/cam_utils.py:576)",
         intrinsics_regime=2, aspect_policy="crop", context_policies=("sliding_window", "fov"),
         hf_ids=("Skywork/Matrix-Game-3.0",), repository="https://github.com/SkyworkAI/Matrix-Game (Matrix-Game-3/)",
         licence="Apache-2.0", integration="B",
         notes="no action-file input upstream: a patch makes get_data return actions.npz; the writer overlays "
-              "keys/mouse on frames, so keep raw frames; memory = 5 latents by FOV overlap, no KV cache",
+              "keys/mouse on frames, so keep raw frames; memory = 5 latents by FOV overlap, no KV cache; "
+              f"pitch: {PITCH_QUESTION}; {PITCH_CHECK}",
     )
     FPS = FPS
 
@@ -197,11 +216,11 @@ class MatrixGame3(RepoAdapter):
             f"{traj.speed:g} m/s is not matched, and Plücker translation is unit-normalised per clip anyway",
             "mouse values are the commanded angle per frame / 15 deg (the pipeline's unit); the model's own "
             f"benchmark and interactive actions use +-{DEMO_MOUSE} (1.5 deg/frame)",
-            "+pitch (U, labelled 'up') is integrated by the pipeline into a camera that tilts towards image-down "
-            "(Ry sign, utils/cam_utils.py:576); kept as the code does it: which way the video tilts is unverified",
             "mouse and keyboard are cast to bfloat16 for the action branch (utils/utils.py:117); the pose "
             "integration uses the float32 values",
         ]
+        if any(ms[:, 0]):
+            caveats.append(f"pitch sign {PITCH_QUESTION} ({PITCH_CHECK})")
         if F - 1 > n:
             caveats.append(f"{F - 1 - n} trailing frames (to reach 57 + 40k) carry no action: the camera holds")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None

@@ -44,6 +44,7 @@ Conventions this adapter relies on, read at commit fa6d2b628ac9b0f1657dc24689536
 from __future__ import annotations
 
 import math
+import shlex
 
 import numpy as np
 
@@ -53,6 +54,8 @@ from .repo import RepoAdapter, RepoSpec
 W, H = 1280, 704
 FPS = 16.0
 BLOCK = 84  # frames per block: 21 latents x 4
+#: the shared weights under ckpt (README.md:87-100); the tokenizer is left to its default lookup
+DEPS = "--wan-dir CKPT/Wan2.2-TI2V-5B --da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1"
 PROFILES = ("standard", "sink-anchor-context")  # distilled_config.py:11 (hiar-sde needs hiar_scales)
 
 
@@ -131,13 +134,14 @@ class MatrixGame35(RepoAdapter):
             # infer_distilled.py takes its seed from the config only (distilled_config.py:20, 111-130; default 3407)
             files["distilled.yaml"] = f"profile: {profile}\nnum_blocks: {blocks}\nseed: SEED\n"
             cmd = (f"python infer_distilled.py --config distilled.yaml --checkpoint "
-                   f"checkpoints/distilled-first-person.safetensors --image {image_arg(case)} "
-                   f"--camera camera.npz --prompt-file prompt.txt --output result.mp4")
+                   f"CKPT/distilled-first-person.safetensors {DEPS} --image {image_arg(case)} --camera camera.npz "
+                   f"--camera-convention c2w --prompt-file prompt.txt --output OUT/result.mp4")
         else:
             caveats.append("base result.mp4 carries the frame index drawn top-left on every frame "
                            "(validation.py:2198): crop it or read the raw history before scoring")
-            cmd = (f"python infer.py --person {case.view} --image {image_arg(case)} --camera camera.npz "
-                   f"--prompt-file prompt.txt --num-blocks {blocks} --seed SEED")
+            cmd = (f"python infer.py --person {case.view} --ckpt CKPT/{case.view}-person.safetensors {DEPS} "
+                   f"--image {image_arg(case)} --camera camera.npz --camera-convention c2w --prompt-file prompt.txt "
+                   f"--num-blocks {blocks} --seed SEED --output OUT --name {shlex.quote(case.id)}")
         files["command.txt"] = cmd + "\n"
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

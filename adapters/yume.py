@@ -30,6 +30,17 @@ S5 = fastvideo/sample/sample_5b.py, WA = webapp_single_gpu.py):
 - Rounding rule (one for every segment): chunks = max(1, floor(seconds * 16 / 29 + 1/2)), the first segment at least 2.
   A 20 s key is 320 frames -> 11 chunks = 319 frames (19.94 s) for every key.
 - No camera model: intrinsics are not used (regime 1).
+- Pure pans: a segment that turns without moving says ``The camera's movement direction remains stationary (·).``
+  (WA:657) with distance 0, while the shipped caption file's pan lines say ``The camera pushes forward (W).`` with
+  ``Actual distance moved:0`` (caption_re.txt:7-11); the webapp itself drops both stationary sentences
+  (WA:674-677). Which wording the model was trained on is not in the code: the plan's caveats say so.
+- Launcher/CLI defaults that touch control, and what worldgate passes (scripts/inference/sample_5b.sh:7-21): no
+  flag caps, smooths or scales a motion (text control: the numbers are in the caption lines);
+  ``--num_euler_timesteps`` 100 (S5:1511) -> 4 as sample_5b.sh runs it; ``--rand_num_img`` -> 0.6 (sample_5b.sh);
+  ``sample_num`` = caption lines (S5:820), so the caption file decides the length. Paths: the weights are read from
+  ``./Yume-5B-720P`` in the checkout, hard-coded (S5:1146): ``load`` refuses a ``ckpt`` other than the weights
+  found there, which the model would silently use instead (``ln -s CKPT REPO/Yume-5B-720P`` makes them agree); ``--video_output_dir`` (default None; sample_5b.sh ./outputs,
+  S5:1376-1380, 1076-1080) -> the runner's OUT, so no video is picked out of the checkout.
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ import numpy as np
 
 from worldgate.trajectories.core import Look, Move
 
-from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
 from .repo import RepoAdapter, RepoSpec
 
 W, H = 1280, 704
@@ -105,6 +116,19 @@ class Yume(RepoAdapter):
                 "wan_i2v.generate draws its seed from unseeded random (wan23/textimage2video.py:348, 456)",
     )
     FPS = FPS
+    CKPT_IN_REPO = "Yume-5B-720P"  # ckpt_dir = "./Yume-5B-720P", relative to the working directory (S5:1146)
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        super().load(device, dtype)
+        link = self._paths["repo"] / self.CKPT_IN_REPO
+        # where the checkout has no ./Yume-5B-720P the model stops with its own error; where it has one that is not
+        # ckpt, the model would silently run those weights instead
+        if link.exists() and link.resolve() != self._paths["ckpt"]:
+            raise AdapterError(
+                f"yume reads its weights from ./{self.CKPT_IN_REPO} of the checkout, hard-coded "
+                f"(fastvideo/sample/sample_5b.py:1146), not from ckpt={self._paths['ckpt']}: link them there "
+                f"(`ln -s {self._paths['ckpt']} {self._paths['repo'] / self.CKPT_IN_REPO}`) or pass "
+                f"ckpt={self._paths['repo'] / self.CKPT_IN_REPO}")
 
     def plan(self, case) -> NativeInputs:
         traj = case.trajectory
@@ -137,14 +161,19 @@ class Yume(RepoAdapter):
         if any(s.move is not Move.IDLE and s.look is not Look.IDLE for s in traj.segments):
             caveats.append("walk+turn segments are one move sentence plus one rotation sentence (webapp_single_gpu.py:"
                            "672-677); their speed numbers are 4/4/4")
+        if any(s.move is Move.IDLE and s.look is not Look.IDLE for s in traj.segments):
+            caveats.append("turn-only segments say 'The camera's movement direction remains stationary (·).' with "
+                           "distance 0 (webapp_single_gpu.py:657), while the shipped caption file's pan lines say "
+                           "'The camera pushes forward (W).' with distance 0 (caption_re.txt:7-11): which wording "
+                           "the model was trained on is not settled by the code")
         if any(s.look in (Look.PITCH_UP, Look.PITCH_DOWN) for s in traj.segments):
             caveats.append("no shipped caption line tilts; pitch lines reuse the pan numbers (0/4/4)")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
-        cmd = ("torchrun --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py "
+        cmd = ("python -m torch.distributed.run --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py "
                "--gradient_checkpointing --train_batch_size 1 --max_sample_steps 600000 --mixed_precision bf16 "
-               "--allow_tf32 --video_output_dir ./outputs --caption_path caption.txt --test_data_dir ./val "
+               "--allow_tf32 --video_output_dir OUT --caption_path caption.txt --test_data_dir ./val "
                "--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\""
-               "  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146)")
+               "  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146), checked by load")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
             fps=FPS, n_frames=n * LINE_FRAMES, segment_frames=segs,

@@ -164,3 +164,13 @@ def test_pitch_back_to_level_then_move_is_fine(dx):
     c = Case(id="ok", suite="t", trajectory=Trajectory.parse("^2 v2 W2"), image="x.jpg")
     p = dx.plan(c)
     assert p.files["dreamx_input.json"][0]["action_seq"] == ["i", "k", "w", " "]
+
+
+def test_turn_rate_cap_is_in_the_caveats_and_info(dx):
+    """1.5 deg/frame at 16 fps tops out at 24 deg/s: a 25 deg/s 20 s key turns 480 deg, not 500 (TP:834, 887-888)."""
+    from worldgate.adapters import get_info
+
+    p = dx.plan(worldmark_case(5))  # R20
+    assert p.arrays["yaw_pitch_deg"][320].tolist() == [480.0, 0.0]
+    assert any("yaw 480 deg" in c and "24 deg/s" in c and "commanded 500 deg" in c for c in p.caveats)
+    assert "24 deg/s" in get_info("dreamx-world").notes

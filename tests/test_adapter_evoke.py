@@ -118,3 +118,24 @@ def test_pose_npz_round_trip(ev, tmp_path):
         assert set(z.files) == {"cam_c2w", "intrinsics"}
         np.testing.assert_array_equal(z["cam_c2w"], p.arrays["cam_c2w"])
     assert json.loads((tmp_path / "cases.jsonl").read_text())["pose_path"] == "pose.npz"
+
+
+def test_command_turns_the_launcher_caps_and_smoothing_off(ev, tmp_path):
+    """infer_batch.py's defaults would clamp every look to 10 deg and 3 units per chunk and smooth the track
+    (infer_batch.py:245-246, 486-490): the command passes them as 0 (0 skips the clamp, infer_single.py:1169, 1177)."""
+    from worldgate.adapters.repo import command_argv
+
+    p = ev.plan(worldmark_case(1))
+    cmd = p.files["command.txt"].split(" #", 1)[0].split()
+    assert cmd[0] == "env" and cmd[-2:] == ["bash", "scripts/inference/infer_post_distill.sh"]
+    env = dict(t.split("=", 1) for t in cmd[1:-2])
+    assert env == {"MODE": "i2v", "NUM_CHUNKS": "14", "MAX_CASES": "1", "JSONL": "cases.jsonl", "SEED": "SEED",
+                   "CAP_MAX_DEG": "0", "CAP_MAX_TRANS": "0", "POSE_SMOOTH_WIN": "0", "POSE_EXTEND_MODE": "clamp",
+                   "JOYSTICK_HUD": "off", "TRANSFORMER_PATH": "CKPT/evoke/stage3_post_distillation",
+                   "BASE_CKPT": "CKPT/evoke-base", "VIGEO_WEIGHTS": "CKPT/ViGeo1.1"}
+    p.write(tmp_path / "native", seed=5)
+    argv = command_argv(p.files["command.txt"], p.files, tmp_path / "native",
+                        {"python": "python", "ckpt": tmp_path / "models", "extra": {}}, None, seed=5)
+    assert "CAP_MAX_DEG=0" in argv and "CAP_MAX_TRANS=0" in argv and "POSE_SMOOTH_WIN=0" in argv and "SEED=5" in argv
+    assert f"TRANSFORMER_PATH={tmp_path / 'models'}/evoke/stage3_post_distillation" in argv
+    assert f"JSONL={tmp_path / 'native' / 'cases.jsonl'}" in argv

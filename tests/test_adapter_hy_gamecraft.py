@@ -40,6 +40,24 @@ def test_id1_forward_golden(gc):
     assert "--image-start" in cmd and "--video-size 704 1216" in cmd
 
 
+def test_command_uses_the_checkpoint_and_passes_control_defaults(gc, tmp_path):
+    """ckpt is honoured (--ckpt and MODEL_BASE under it, as scripts/run_sample_batch_sp.sh:4-5 lays them out) and the
+    frames per action are explicit (--sample-n-frames 33, hymm_sp/config.py:121)."""
+    from worldgate.adapters.repo import command_argv
+
+    p = gc.plan(worldmark_case(1))
+    cmd = p.files["command.txt"]
+    assert cmd.startswith("env MODEL_BASE=CKPT/stdmodels PYTHONPATH=. python -m torch.distributed.run ")
+    assert "--ckpt CKPT/gamecraft_models/mp_rank_00_model_states.pt " in cmd and "weights/" not in cmd
+    assert "--sample-n-frames 33 " in cmd and "--cfg-scale 2.0 " in cmd and "--save-path OUT" in cmd
+    paths = {"python": "/py/bin/python", "ckpt": tmp_path / "w", "extra": {}}
+    p.write(tmp_path / "native", seed=7)
+    argv = command_argv(cmd, p.files, tmp_path / "native", paths, "/img/x.jpg", seed=7)
+    assert argv[:4] == ["env", f"MODEL_BASE={tmp_path / 'w'}/stdmodels", "PYTHONPATH=.", "/py/bin/python"]
+    assert argv[argv.index("--ckpt") + 1] == f"{tmp_path / 'w'}/gamecraft_models/mp_rank_00_model_states.pt"
+    assert argv[argv.index("--save-path") + 1] == str(tmp_path / "out") and argv[argv.index("--seed") + 1] == "7"
+
+
 def test_id6_and_id11_goldens(gc):
     p = gc.plan(worldmark_case(6))  # W S
     assert p.extra["action_list"] == ["w"] * 15 + ["s"] * 15 and p.n_frames == 990

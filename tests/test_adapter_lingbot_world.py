@@ -81,3 +81,36 @@ def test_without_intrinsics_fails_loudly(lb):
     c = Case(id="noK", suite="t", trajectory=library.worldmark(1), image="x.jpg")
     with pytest.raises(AdapterError, match="regime 4"):
         lb.plan(c)
+
+
+@pytest.mark.parametrize("size,working", [((1536, 1024), (768, 512)), ((1920, 1080), (832, 464)),
+                                          ((1024, 1024), (624, 624)), ((1024, 768), (720, 544))])
+@pytest.mark.parametrize("name", ["lingbot-world", "lingbot-world-v2"])
+def test_working_size_follows_the_image_aspect(name, size, working):
+    """--size 480*832 is an area: wan/image2video.py:330-339 (v2 :488-497) picks the working size from the image's
+    aspect ratio (3:2 -> 768x512, 16:9 -> 832x464, 1:1 -> 624x624, 4:3 -> 720x544)."""
+    from worldgate.adapters.lingbot_world import working_size
+
+    assert working_size(*size) == working
+    w0, h0 = size
+    fx = 0.8 * w0
+    c = Case(id="ar", suite="t", trajectory=library.worldmark(1), image="x.jpg",
+             intrinsics=[fx, fx, w0 / 2, h0 / 2], image_size=size)
+    p = get_adapter(name).plan(c)
+    assert (p.width, p.height) == working and p.extra["working_size"] == list(working)
+    assert p.intrinsics["working_size"] == list(working) and p.intrinsics["native_size"] == [832, 480]
+    K = p.files["action/intrinsics.npy"][0]  # the file stays in 480x832 units (what the model reads)
+    np.testing.assert_allclose(K, [fx * 832 / w0, fx * 480 / h0, 416, 240], rtol=1e-6)
+    ww, wh = working
+    np.testing.assert_allclose(p.intrinsics["working"], [fx * ww / w0, fx * wh / h0, ww / 2, wh / 2], rtol=1e-6)
+    assert p.intrinsics["native_hfov_deg"] == pytest.approx(p.intrinsics["case_hfov_deg"], abs=1e-4)
+    assert any(f"runs at {ww}x{wh}, not 832x480" in cv for cv in p.caveats)
+    assert "--size 480*832" in p.files["command.txt"]
+
+
+
+def test_working_size_at_the_extreme_aspects():
+    """Cases allow sides of 16..16384 px: even 1024:1 keeps one 16-pixel latent row (no zero-size video)."""
+    from worldgate.adapters.lingbot_world import working_size
+
+    assert working_size(16384, 16) == (20208, 16) and working_size(16, 16384) == (16, 20208)

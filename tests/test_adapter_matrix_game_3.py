@@ -94,7 +94,21 @@ def test_lrud_pitch_only_during_u_and_d_and_the_sign_trap(mg):
     s = math.sqrt(0.5)
     np.testing.assert_allclose(rel_forward(ex, 187), [0, s, s], atol=1e-5)
     np.testing.assert_allclose(rel_forward(ex, 218), [0, 0, 1], atol=1e-5)
-    assert any("image-down" in c for c in p.caveats)
+    assert sum("pitch sign open" in c and "cam_utils.py:576" in c and "GPU check" in c for c in p.caveats) == 1
+
+
+def test_pitch_question_is_where_a_user_sees_it(mg):
+    """The open pitch sign is in the info `list models` prints (pose_convention) and its notes, with the GPU check;
+    a case that pitches carries it as a caveat, a case without pitch does not."""
+    from worldgate.adapters import get_info
+
+    info = get_info("matrix-game-3")
+    assert "PITCH SIGN OPEN" in info.pose_convention and "cam_utils.py:576" in info.pose_convention
+    assert "GPU check" in info.notes and "2 s U case" in info.notes
+    up = Case(id="u2", suite="t", trajectory=library.resolve("^2"), image="x.jpg", intrinsics=REAL_K,
+              image_size=REAL_SIZE)
+    assert any("pitch sign open" in c and "vertical optical flow" in c for c in mg.plan(up).caveats)
+    assert not any("pitch sign" in c for c in mg.plan(worldmark_case(5)).caveats)  # R: no pitch, no caveat
 
 
 def test_mouse_below_dead_zone_is_refused(mg):

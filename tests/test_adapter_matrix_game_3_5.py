@@ -100,3 +100,16 @@ def test_camera_npz_round_trip(mg, tmp_path):
     with np.load(tmp_path / "camera.npz", allow_pickle=False) as z:
         assert set(z.files) == {"extrinsics_c2w", "intrinsics"}
         np.testing.assert_array_equal(z["extrinsics_c2w"], p.arrays["extrinsics_c2w"])
+
+
+def test_commands_use_the_checkpoint_and_write_into_out():
+    """ckpt is honoured (README.md:92-100 layout under CKPT) and the video goes to the runner's OUT, never into the
+    checkout (distilled --output is an .mp4 path, infer_distilled.py:43, 64-65; base --output is a folder,
+    infer.py:406)."""
+    cmd = get_adapter("matrix-game-3.5").plan(worldmark_case(1)).files["command.txt"]
+    assert "--checkpoint CKPT/distilled-first-person.safetensors " in cmd and "checkpoints/" not in cmd
+    assert "--wan-dir CKPT/Wan2.2-TI2V-5B --da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1 " in cmd
+    assert cmd.rstrip().endswith("--output OUT/result.mp4") and "--camera-convention c2w " in cmd
+    cmd = get_adapter("matrix-game-3.5", variant="base").plan(worldmark_case(1, view="third")).files["command.txt"]
+    assert "--ckpt CKPT/third-person.safetensors --wan-dir CKPT/Wan2.2-TI2V-5B " in cmd
+    assert "--output OUT --name " in cmd and "--seed SEED" in cmd

@@ -130,3 +130,36 @@ def test_intrinsics_regime_1_on_real_size(yu):
     assert p.intrinsics["regime"] == 1 and p.intrinsics["native_hfov_deg"] is None
     assert math.isclose(p.intrinsics["case_hfov_deg"], math.degrees(2 * math.atan(1080 / (2 * 796.7481))), rel_tol=1e-12)
     assert np.isclose(p.intrinsics["case_hfov_deg"], 68.2, atol=0.1)
+
+
+def test_command_writes_into_out_and_names_the_checkpoint_rule(yu):
+    cmd = yu.plan(worldmark_case(1)).files["command.txt"]
+    assert "--video_output_dir OUT " in cmd and "./outputs" not in cmd  # never a video picked out of the checkout
+    assert "--num_euler_timesteps 4 " in cmd and "--caption_path caption.txt " in cmd
+
+
+def test_load_refuses_a_ckpt_the_model_would_ignore(tmp_path):
+    """sample_5b.py:1146 hard-codes ckpt_dir = ./Yume-5B-720P: any other ckpt would be silently unused."""
+    from worldgate.adapters import AdapterError
+
+    repo = tmp_path / "YUME"
+    (repo / "fastvideo/sample").mkdir(parents=True)
+    (repo / "fastvideo/sample/sample_5b.py").write_text("")
+    elsewhere = tmp_path / "weights"
+    elsewhere.mkdir()
+    get_adapter("yume", repo=str(repo), ckpt=str(elsewhere), allow_cpu=True).load()  # none there: the model errors
+    (repo / "Yume-5B-720P").mkdir()  # other weights in the checkout: the model would run those, silently
+    with pytest.raises(AdapterError, match="hard-coded"):
+        get_adapter("yume", repo=str(repo), ckpt=str(elsewhere), allow_cpu=True).load()
+    (repo / "Yume-5B-720P").rmdir()
+    (repo / "Yume-5B-720P").symlink_to(elsewhere)  # the fix the error names
+    get_adapter("yume", repo=str(repo), ckpt=str(elsewhere), allow_cpu=True).load()
+    (repo / "Yume-5B-720P").unlink()
+    (repo / "Yume-5B-720P").mkdir()
+    get_adapter("yume", repo=str(repo), ckpt=str(repo / "Yume-5B-720P"), allow_cpu=True).load()
+
+
+def test_pan_sentence_caveat(yu):
+    p = yu.plan(worldmark_case(5))  # R: a turn without a move
+    assert any("caption_re.txt:7-11" in c and "pushes forward (W)" in c for c in p.caveats)
+    assert not any("caption_re.txt:7-11" in c for c in yu.plan(worldmark_case(1)).caveats)

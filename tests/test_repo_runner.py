@@ -23,6 +23,7 @@ FAKE_INFERENCE = textwrap.dedent('''
     p.add_argument("--num_output_frames", type=int)
     p.add_argument("--seed", type=int, required=True)  # inference.py:27 (default 0)
     p.add_argument("--actions")  # added by the worldgate patch
+    p.add_argument("--pretrained_model_path"); p.add_argument("--output_folder")
     a = p.parse_args()
     open(os.path.join(os.environ["WORLDGATE_OUT"], "seed.txt"), "w").write(str(a.seed))
     assert os.path.isfile(a.img_path), a.img_path
@@ -92,14 +93,15 @@ def test_generate_runs_the_checkout_per_case(checkout, tmp_path):
     # the run's seed reached the model's own command line, and meta.json records the same one
     assert r["meta"]["seed"] == 1234 and "--seed 1234" in (recs["ws"] / "native" / "command.txt").read_text()
     lum = np.array([f.mean() for f in read_frames(recs["ws"] / "video.mp4")])
-    assert np.all(lum[:13] > 200) and np.all(lum[13:] < 80)  # W for frames 0..12, then S: the actions file was read
+    assert np.all(lum[:12] > 200) and np.all(lum[12:] < 80)  # row j = the command at j/12: W rows 0..11, then S
 
 
 @pytest.mark.parametrize("name", [n for n in MODELS if issubclass(MODELS.get(n), RepoAdapter)])
 def test_dry_run_carries_the_seed_or_says_why_not(name, tmp_path):
     """The seed a user asks for reaches the model's own command (or config), or meta.json says seed null and why."""
     out = tmp_path / name
-    res = run_generate(name, "worldmark-engine", out, limit=1, seed=1234, dry_run=True, progress=False)
+    suite = "multiworldbench-engine" if MODELS.get(name).info.players == 2 else "worldmark-engine"
+    res = run_generate(name, suite, out, limit=1, seed=1234, dry_run=True, progress=False)
     assert res.exit_code == 0, res.failed
     (rec,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
     meta = json.loads((rec / "meta.json").read_text())
