@@ -157,5 +157,6 @@ class MatrixGame35(RepoAdapter):
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
             extra={"variant": variant, "profile": profile if variant == "distilled" else None, "num_blocks": blocks,
                    "image": case.image, "view": case.view,
-                   "seed_files": ["distilled.yaml"] if variant == "distilled" else []},
+                   "seed_files": ["distilled.yaml"] if variant == "distilled" else [],
+                   **({"output_video": "result.mp4"} if variant == "distilled" else {})},
         )

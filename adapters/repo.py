@@ -110,6 +110,8 @@ def command_argv(command: str, files: dict, native: Path, paths: dict, image: st
             tok = f"{k}={native / v}"
         elif tok == "OUT":  # the entry point's output folder
             tok = str(native.parent / "out")
+        elif tok.startswith("OUT/") and ".." not in Path(tok).parts:  # a file in it (MG-3.5 distilled --output)
+            tok = str(native.parent / "out" / tok[4:])
         elif "CKPT" in tok:
             tok = tok.replace("CKPT", str(paths["ckpt"]))
         elif _PLACEHOLDER.match(tok):  # another path the user must supply, e.g. MODEL_PATH -> model_path=...
@@ -165,11 +167,22 @@ def run_checkout(name: str, spec: RepoSpec, paths: dict, plan, seed: int | None 
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout or "")[-2000:]
             raise AdapterError(f"{name}: `{' '.join(argv)}` exited {proc.returncode}:\n{tail}")
-        videos = [p for root in (work / "out", paths["repo"]) for p in root.rglob("*.mp4") if p.stat().st_mtime >= t0 - 1]
-        if not videos:
-            raise AdapterError(f"{name}: the entry point finished but wrote no new .mp4 (looked in the checkout "
-                               f"and $WORLDGATE_OUT)")
-        video = max(videos, key=lambda p: p.stat().st_mtime)
+        declared = plan.extra.get("output_video")  # the file the command names (relative to OUT), if it does
+        if declared:
+            video = work / "out" / declared
+            if not video.is_file():
+                raise AdapterError(f"{name}: the entry point finished but did not write {declared} in its output "
+                                   f"folder; its output:\n{(proc.stderr or proc.stdout or '')[-1000:]}")
+        else:
+            # what it wrote in the output folder it was given; only a model that cannot be told one writes into the
+            # checkout, where the newest new .mp4 is taken
+            new = [[p for p in root.rglob("*.mp4") if p.stat().st_mtime >= t0 - 1] for root in (work / "out",
+                                                                                               paths["repo"])]
+            videos = new[0] or new[1]
+            if not videos:
+                raise AdapterError(f"{name}: the entry point finished but wrote no new .mp4 (looked in the checkout "
+                                   f"and $WORLDGATE_OUT)")
+            video = max(videos, key=lambda p: p.stat().st_mtime)
         yield Chunk(start=0, frames=None, video=video, extra={"source_video": str(video), "argv": argv})
 
 

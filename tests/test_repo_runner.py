@@ -116,3 +116,13 @@ def test_dry_run_carries_the_seed_or_says_why_not(name, tmp_path):
         assert seeded, f"{name}: no native file carries the seed 1234"
         assert not any("SEED" in f.read_text().replace("SEED=", "") for f in native.iterdir()
                        if f.suffix in (".txt", ".yaml")), "a SEED placeholder was left in a native file"
+
+
+def test_output_file_tokens_land_in_the_runs_output_folder(tmp_path):
+    """`OUT/name.mp4` (Matrix-Game 3.5 distilled's --output) is a file in the case's output folder, never a path that
+    climbs out of it."""
+    from worldgate.adapters.repo import command_argv
+    native = tmp_path / "native"
+    argv = command_argv("python run.py --output OUT/result.mp4 --other OUT/../x.mp4", {}, native,
+                        {"python": "py", "ckpt": "/w"}, None)
+    assert argv[3] == str(tmp_path / "out" / "result.mp4") and argv[5] == "OUT/../x.mp4"
