@@ -30,6 +30,8 @@ _ENTRIES = {
     # two-player Engine (MultiWorldBench Engine GT) and its single-player baseline (private world per view)
     "engine-2p": "worldgate.adapters.engine.twoplayer:TwoPlayerEngine",
     "engine-2p-independent": "worldgate.adapters.engine.twoplayer:IndependentTwoPlayerEngine",
+    "engine-2p-frozen": "worldgate.adapters.engine.twoplayer:FrozenTwoPlayerEngine",
+    "engine-2p-leak": "worldgate.adapters.engine.twoplayer:LeakTwoPlayerEngine",
     # real models (plan proven by golden tests; runtimes drive the official repositories)
     "lingbot-world": "worldgate.adapters.lingbot_world:LingBotWorld",
     "lingbot-world-v2": "worldgate.adapters.lingbot_world_v2:LingBotWorldV2",

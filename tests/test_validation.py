@@ -6,7 +6,7 @@ from worldgate.adapters.engine.faults import FAULT_TARGETS
 
 
 def test_each_fault_is_caught_by_its_metric(tmp_path):
-    res = run_validation(tmp_path / "validate", seconds=6.0, size=192)
+    res = run_validation(tmp_path / "validate", seconds=6.0, size=192, multiworld=False)  # MWB: test_multiworld_faults
     failing = [c for c in res["checks"] if not c["ok"]]
     assert not failing, markdown(res)
     assert set(res["table"]) == {"engine", *FAULT_TARGETS}

@@ -147,7 +147,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    res = run_validation(Path(a.out), seconds=a.seconds, size=a.size, backend=a.backend, progress=not a.no_progress)
+    res = run_validation(Path(a.out), seconds=a.seconds, size=a.size, backend=a.backend, progress=not a.no_progress,
+                         multiworld=not a.no_multiworld, multiworld_limit=a.multiworld_limit)
     md = markdown(res)
     print(md)
     if a.docs:
@@ -243,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--size", type=int, default=256)
     v.add_argument("--backend", default="classical", choices=["classical", "learned"])
     v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
+    v.add_argument("--no-multiworld", action="store_true", help="skip the two-player (MultiWorldBench) faults")
+    v.add_argument("--multiworld-limit", type=int, help="MultiWorldBench cases per two-player model (default: 20)")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(fn=cmd_validate)
     cc = sub.add_parser("compare-context", help="one model and suite under several context policies at one budget")

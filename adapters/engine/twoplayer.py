@@ -14,6 +14,9 @@ in its own copy (edits by A never appear in B's view and vice versa), and the pa
 partner started (a single-player model knows nothing of the other's actions) — the single-player baseline (like
 Solaris SP) that shared-state capabilities must catch.
 
+Faults: ``engine-2p-frozen`` (neither view ever moves or changes) and ``engine-2p-leak`` (each view also moves with
+its partner's commanded motion), see :class:`FrozenTwoPlayerEngine` and :class:`LeakTwoPlayerEngine`.
+
 Model args: as ``engine`` (``width``, ``height`` (256), ``fps`` (16), ``chunk``, ``fog_m``, ``threads``, ``sample``).
 """
 
@@ -123,6 +126,8 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
         self.states = {id(w): {} for w in self.worlds.values()}
         self.interactions = plan.files["actions.json"]["interactions"]
         self.c2w = {"A": plan.arrays["c2w_a"], "B": plan.arrays["c2w_b"]}
+        #: the poses each view is rendered from (the commanded ones; a fault may move them)
+        self.view_c2w = dict(self.c2w)
 
     def step(self, i: int, action_a: dict, action_b: dict) -> tuple[np.ndarray, np.ndarray]:
 
@@ -141,11 +146,11 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
         out = []
         for p in PLAYERS:
             other = "B" if p == "A" else "A"
-            rgb, depth, _ = self.render(self.worlds[p], self.c2w[p][i], k, t)
+            rgb, depth, _ = self.render(self.worlds[p], self.view_c2w[p][i], k, t)
             # the partner's avatar: where the partner is (shared), or where it started (independent)
             pose = self.c2w[other][0 if self.independent else i]
             boxes = avatar_boxes(pose, other)
-            bd, bi, bs = cast_boxes(k, self.c2w[p][i], self.width, self.height, boxes)
+            bd, bi, bs = cast_boxes(k, self.view_c2w[p][i], self.width, self.height, boxes)
             m = bi >= 0
             m &= bd < depth
             if m.any():
@@ -180,6 +185,49 @@ class IndependentTwoPlayerEngine(TwoPlayerEngine):
                                "edits never appear and its avatar stays where it started",
     })
     independent = True
+
+
+class FrozenTwoPlayerEngine(TwoPlayerEngine):
+    """Fault ``engine-2p-frozen``: neither view ever moves or changes. Every step returns the two views of step 0
+    (the world as it starts, both players at their start poses): no action of either player has any effect. It must
+    score 0 on control isolation and coordination fairness (a commanded reference response at or below the noise
+    and response floor scores 0; equal non-response scores 0) and fail every capability that needs an action."""
+
+    info = AdapterInfo(**{
+        **TwoPlayerEngine.info.to_dict(), "name": "engine-2p-frozen", "version": "1.0", "context_policies": (),
+        "hf_ids": (), "notes": "fault: both views stay at their first frame (no action has any effect)",
+    })
+
+    def reset(self, plan: NativeInputs, seed: int = 0) -> None:
+        super().reset(plan, seed)
+        self._first = None
+
+    def step(self, i: int, action_a: dict, action_b: dict) -> tuple[np.ndarray, np.ndarray]:
+        if self._first is None:
+            self._first = super().step(0, action_a, action_b)
+        return self._first[0].copy(), self._first[1].copy()
+
+
+class LeakTwoPlayerEngine(TwoPlayerEngine):
+    """Fault ``engine-2p-leak``: a player's view also moves with its partner's actions. Each view is rendered from
+    its commanded pose composed with the partner's commanded motion since the start, expressed in the view's own
+    camera axes (``c2w_p(i) @ c2w_o(0)^-1 c2w_o(i)``): when B walks forward, A's view walks forward too. The world,
+    the edits and the avatars (at their commanded poses) are the shared world's. It must lose control isolation (the
+    treatments with an acting partner leave the references) while Engine GT keeps >= 90."""
+
+    info = AdapterInfo(**{
+        **TwoPlayerEngine.info.to_dict(), "name": "engine-2p-leak", "version": "1.0", "context_policies": (),
+        "hf_ids": (), "notes": "fault: each view also moves with the partner's commanded motion (control leakage)",
+    })
+
+    def reset(self, plan: NativeInputs, seed: int = 0) -> None:
+        super().reset(plan, seed)
+        leak = {}
+        for p in PLAYERS:
+            o = self.c2w["B" if p == "A" else "A"]
+            delta = np.einsum("ij,njk->nik", np.linalg.inv(o[0]), o)
+            leak[p] = np.einsum("nij,njk->nik", self.c2w[p], delta)
+        self.view_c2w = leak
 
 
 # ---------------------------------------------------------------------------------------------------- world edits

@@ -22,14 +22,12 @@ Every number says which **path** produced it:
 
 Capabilities (0-100, per case, then per run):
 
-- **control isolation** (matched navigation): the target player's pose response e per channel (rotation: mean
-  geodesic error / max(commanded rotation path, 10 deg); translation: mean position error after a least-squares scale
-  fit / max(commanded path, 0.5 m)); eligible when the commanded reference is repeatable (re-integrating the record's
-  action schedule reproduces its commanded poses) and estimable (enough tracked frame pairs). Run value:
-  ``100 min over (target role, channel, partner condition) of (1 - min(1, mean e))``.
-- **coordination fairness** (matched navigation, partner doing the same action): the two roles' estimated responses to
-  the same command: (path distance + path-length difference) / max(mean length, 10 deg) for rotation (0.5 m for
-  translation); ``100 (1 - min(1, d))``, the worse channel.
+- **control isolation** (matched navigation, §4.1): per target role, channel and partner condition, the treatment
+  trial against the role's two reference repetitions (partner idle), normalised by the reference path (floors 0.5 m,
+  10 deg); ``100 min (1 - min(1, e))`` per case, the mean over cases; a commanded reference response at or below
+  max(noise, response floor) scores 0; eligibility: the references' cnATE >= 0.6.
+- **coordination fairness** (matched navigation, all cases): per matched action class, ``1 - C(a, b)`` of A's and B's
+  responses to the same command; equal non-response scores 0; the mean over the case's classes.
 - **cross-view motion**: ``100 q_observer q_actor``: the observer sees the actor's avatar move as commanded
   (measured: avatar pixels before/after, displacement or size change against the projected commanded positions); the
   actor's own view moves as commanded (measured: WorldMark's flow template of the key, classical flow).
@@ -39,16 +37,19 @@ Capabilities (0-100, per case, then per run):
 - **state persistence**: strict product of the operator's and the returning observer's answers (all of them true).
 - **structural consistency** (building reveal): per view, the structure matches the reference (silhouette IoU and
   material composition) at frames 80/100/120 (majority); ``100 min(view A, view B)``.
-- **spatial reasoning**: ``100 min(A_pred, A_GT) / max(A_pred, A_GT)`` with A the structure's visible area in
-  pixels (measured vs ray cast), mean over views and frames.
+- **spatial reasoning**: ``100 min(A_pred, A_GT) / max(A_pred, A_GT)`` with A the revealed structure's area in
+  pixels (measured vs ray cast), mean over views and frames; 0 unless both views revealed it (shared prerequisite).
 - **race-condition consistency** (concurrent placement): ``100 1[sum over t in 60/80/100 of v_t a_t u_t >= 2]``:
-  the block is visible in both views, both show the same material, and it is unique (one block, nothing beside it).
+  the block is visible in both views, both show the same material and it is one of the intended ones, and it is
+  unique (one block, nothing beside it).
 - **style consistency** (delayed revisit): ``100 (1 - JS)``, JS the base-2 Jensen-Shannon distance between the
-  colour histograms of the first observer's view and the returning observer's view at the same pose 70 frames later.
-- **ID consistency**: the landmark is the same after the 70-frame gap (measured: its silhouettes and materials in the
-  two views agree).
+  colour histograms of the two evidence frames (first observer; returning observer after the 70 idle frames with the
+  landmark outside both views); 0 when the landmark is missing from one.
+- **ID consistency**: the landmark is the same building in both evidence frames (measured against its ray cast);
+  missing evidence fails (0, counted).
 
-Tracks: navigation (control isolation, coordination fairness, cross-view
-motion), shared state (synchronization, persistence, race condition), structure (structural consistency, spatial
-reasoning), revisit (style, ID). Overall: the mean of the ten capabilities (as ``worldgate report`` computes it).
+Tracks (the paper's three): navigation (control isolation, coordination fairness, cross-view motion), shared world
+(synchronization, persistence, structural consistency, spatial reasoning, race condition), revisit (style, ID).
+Overall: the mean of all ten. Zero rules: a missing video, an invisible cross (persistence), a missing reveal and
+missing ID evidence score 0 and stay in the aggregate; coverage is reported per capability.
 """

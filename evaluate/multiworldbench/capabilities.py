@@ -20,6 +20,7 @@ from .pixels import (
     column_answers,
     expected_scene,
     frame_labels,
+    probe_cell,
     view_verdicts,
 )
 from .protocol import P_, POSE_PATH, UNAVAILABLE_LEARNED_POSES, VIEWS, _na, _score
@@ -35,49 +36,61 @@ from .vlm import (
 
 
 # ------------------------------------------------------------------------------------------------------ poses
-def pose_track(P_feat: dict, cmd: np.ndarray) -> dict:
-    """Chained classical estimate vs the commanded poses, both relative to the first frame (camera axes)."""
+NAV = ("control_isolation", "coordination_fairness")
+CHANNELS = ("trans", "rot")
+
+
+def pose_chain(P_feat: dict) -> dict:
+    """The chained classical estimate of one view (c2w relative to its first frame, at frames 0, gap, 2 gap...) and
+    which chain steps the estimator tracked."""
     est, frames = estimated_trajectory({"poses": P_feat})
-    keep = frames < len(cmd)
-    est, frames = est[keep], frames[keep]
-    rel = np.einsum("ij,njk->nik", np.linalg.inv(cmd[0]), cmd[frames])
-    valid = np.asarray(P_feat["valid"], bool)[:: int(P_feat.get("gap", 2))]
-    return {"est": est, "frames": frames, "cmd": rel, "valid_frac": float(valid.mean()) if len(valid) else 0.0}
+    gap = int(P_feat.get("gap", 2))
+    valid = np.asarray(P_feat["valid"], bool)[::gap][: len(frames) - 1]
+    return {"est": est, "frames": np.asarray(frames), "valid": valid, "gap": gap}
 
 
-def _path_deg(R: np.ndarray) -> float:
-    if len(R) < 2:
-        return 0.0
-    return float(np.degrees(rotation_angles(np.einsum("nji,njk->nik", R[:-1], R[1:]))).sum())
+def response(ch: dict, f0: int, f1: int, scale: float) -> dict | None:
+    """A view's start-relative response over the frames [f0, f1] (§4.1 response features): rotations R_k and map
+    positions p_k relative to the pose at f0 (translation in metres: the chain's units times ``scale``), the rotation
+    path (accumulated angle, degrees) and the planar path length, and how many chain steps were tracked."""
+    fr = ch["frames"]
+    sel = np.nonzero((fr >= f0) & (fr <= f1))[0]
+    if len(sel) < 2:
+        return None
+    E = ch["est"][sel]
+    rel = np.einsum("ij,njk->nik", np.linalg.inv(E[0]), E)
+    R, p = rel[:, :3, :3], scale * rel[:, :3, 3]
+    steps = np.einsum("nji,njk->nik", R[:-1], R[1:])
+    rot_path = float(np.degrees(rotation_angles(steps)).sum())
+    planar = p[:, [0, 2]]
+    trans_path = float(np.linalg.norm(np.diff(planar, axis=0), axis=1).sum())
+    n_valid = int(ch["valid"][sel[:-1]].sum()) if sel[-1] <= len(ch["valid"]) else 0
+    return {"R": R, "p": p, "path": {"rot": rot_path, "trans": trans_path}, "n_valid": n_valid}
 
 
-def _path_m(p: np.ndarray) -> float:
-    return float(np.linalg.norm(np.diff(p, axis=0), axis=1).sum()) if len(p) > 1 else 0.0
+def _dist(h: str, a: dict, b: dict) -> float:
+    """Mean over the common action offsets of d_h: Euclidean planar position distance (metres; the paper's
+    translation features are planar) or geodesic angle (degrees)."""
+    n = min(len(a["R"]), len(b["R"]))
+    if h == "rot":
+        return float(np.degrees(rotation_angles(np.einsum("nji,njk->nik", a["R"][:n], b["R"][:n]))).mean())
+    return float(np.linalg.norm(a["p"][:n, [0, 2]] - b["p"][:n, [0, 2]], axis=1).mean())  # planar (map X, Z)
 
 
-def _scale(est_p: np.ndarray, cmd_p: np.ndarray, P: dict) -> float:
-    """Monocular estimates have no scale: fitted by least squares to the commanded path when it moves, else the
-    arena's typical scene depth (the classical chain steps by parallax/focal, i.e. in units of scene depth)."""
-    if _path_m(cmd_p) >= P_(P, "mwb_trans_floor_m"):
-        den = float((est_p * est_p).sum())
-        return max(0.0, float((est_p * cmd_p).sum()) / den) if den > 1e-12 else 0.0
-    return P_(P, "mwb_depth_scale_m")
+def _floor(h: str, P: dict) -> float:
+    return P_(P, "mwb_rot_floor_deg") if h == "rot" else P_(P, "mwb_trans_floor_m")
 
 
-def channel_errors(tr: dict, P: dict) -> dict:
-    Rc, Re = tr["cmd"][:, :3, :3], tr["est"][:, :3, :3]
-    rot_err = np.degrees(rotation_angles(np.einsum("nji,njk->nik", Rc, Re)))
-    rot_path = _path_deg(Rc)
-    pc, pe = tr["cmd"][:, :3, 3], tr["est"][:, :3, 3]
-    s = _scale(pe, pc, P)
-    L = _path_m(pc)
-    e_rot = float(rot_err.mean()) / max(rot_path, P_(P, "mwb_rot_floor_deg"))
-    e_trans = float(np.linalg.norm(s * pe - pc, axis=1).mean()) / max(L, P_(P, "mwb_trans_floor_m"))
-    return {"rot": e_rot, "trans": e_trans, "rot_path_deg": rot_path, "path_m": L, "scale": s}
+def _response_floor(h: str, P: dict) -> float:
+    return P_(P, "mwb_response_floor_deg") if h == "rot" else P_(P, "mwb_response_floor_m")
+
+
+def _nav_na(reason: str) -> dict:
+    return {m: _na(reason, POSE_PATH) for m in NAV}
 
 
 def repeatable(tv: TwoView, player: str) -> bool:
-    """The commanded reference re-integrates from the record's action schedule (the repeatability check)."""
+    """The commanded reference re-integrates from the record's action schedule (the record is self-consistent)."""
     try:
         sched = PlayerSchedule.from_dict(tv.actions["players"][player])
         again = sched.poses(tv.fps, tv.n_frames)
@@ -88,48 +101,142 @@ def repeatable(tv: TwoView, player: str) -> bool:
 
 # ------------------------------------------------------------------------------------------------------ capabilities
 def navigation_scores(tv, feats, backend, P) -> dict:
+    """Control isolation and coordination fairness of one matched-navigation case (§4.1), both roles.
+
+    Isolation, per target role r, channel h and partner condition c: ``e = 1/2 sum_j mean_k d_h(P_j^k, Q_c^k) /
+    max(L_h(P_j), eps_h)`` with P_1, P_2 the role's reference repetitions (partner idle) and Q_c the treatment
+    (the uncommanded channel divides by eps_h alone); case score ``100 min_{r,h,c} (1 - min(1, e))``. A commanded
+    reference response at or below max(noise, response floor) scores 0; the references' cnATE must reach
+    ``mwb_cnate_min`` (else unavailable); fewer than 3 tracked steps in the idle interval or in an action interval:
+    unavailable (insufficient pose evidence)."""
     c = tv.spec["checks"]
     if backend != "classical":
-        return {m: _na(UNAVAILABLE_LEARNED_POSES, POSE_PATH) for m in ("control_isolation", "coordination_fairness")}
-    target, cond = c["target"], c["condition"]
-    tracks, errs = {}, {}
+        return _nav_na(UNAVAILABLE_LEARNED_POSES)
+    if "trials" not in c:
+        return _nav_na("not evaluable: the record predates the reference repetitions (regenerate the case)")
     for p in VIEWS:
         if not repeatable(tv, p):
-            return {m: _na(f"not eligible: player {p}'s commanded poses do not re-integrate from its action schedule "
-                           "(repeatability check)", POSE_PATH) for m in ("control_isolation", "coordination_fairness")}
-        tracks[p] = pose_track(feats[p]["poses"], tv.poses[p])
-        errs[p] = channel_errors(tracks[p], P)
-    out = {}
-    vf = tracks[target]["valid_frac"]
-    if vf < P_(P, "mwb_pose_valid_frac"):
-        out["control_isolation"] = _na(f"not eligible: pose estimate of player {target} tracked only {vf:.0%} of frame "
-                                       "pairs", POSE_PATH)
-    else:
-        e = errs[target]
-        val = 100.0 * min(1.0 - min(1.0, e["rot"]), 1.0 - min(1.0, e["trans"]))
-        out["control_isolation"] = _score(val, POSE_PATH, role=target, condition=cond, e_rot=e["rot"],
-                                          e_trans=e["trans"], key=c["key"])
-    if cond != "same":
-        out["coordination_fairness"] = _na("not applicable: fairness compares two roles given the same command "
-                                           "(partner condition 'same')", POSE_PATH)
-        return out
-    if min(tracks[p]["valid_frac"] for p in VIEWS) < P_(P, "mwb_pose_valid_frac"):
-        out["coordination_fairness"] = _na("not eligible: too few tracked frame pairs in one of the views", POSE_PATH)
-        return out
-    ta, tb = tracks["A"], tracks["B"]
-    n = min(len(ta["est"]), len(tb["est"]))
-    Ra, Rb = ta["est"][:n, :3, :3], tb["est"][:n, :3, :3]
-    dist = float(np.degrees(rotation_angles(np.einsum("nji,njk->nik", Ra, Rb))).mean())
-    la, lb = _path_deg(Ra), _path_deg(Rb)
-    d_rot = (dist + abs(la - lb)) / max(0.5 * (la + lb), P_(P, "mwb_rot_floor_deg"))
-    pa = errs["A"]["scale"] * ta["est"][:n, :3, 3]
-    pb = errs["B"]["scale"] * tb["est"][:n, :3, 3]
-    dist_t = float(np.linalg.norm(pa - pb, axis=1).mean())
-    ma, mb = _path_m(pa), _path_m(pb)
-    d_tr = (dist_t + abs(ma - mb)) / max(0.5 * (ma + mb), P_(P, "mwb_trans_floor_m"))
-    out["coordination_fairness"] = _score(100.0 * (1.0 - min(1.0, max(d_rot, d_tr))), POSE_PATH, d_rot=d_rot,
-                                          d_trans=d_tr, key=c["key"])
+            return _nav_na(f"not evaluable: player {p}'s commanded poses do not re-integrate from its action schedule")
+    chains = {p: pose_chain(feats[p]["poses"]) for p in VIEWS}
+    keys = {(p, tr[p]) for tr in c["trials"] for p in VIEWS if tr[p]}
+    scales = {(p, k): view_scale(tv, c, chains[p], p, k, P) for p, k in sorted(keys)}
+    n0, n1 = (_frame(t, tv) for t in c["noise_s"])
+    min_valid = int(P_(P, "mwb_min_valid_steps"))
+    noise, gate = {}, {}
+    for p in VIEWS:
+        r = response(chains[p], n0, n1, scales.get((p, c["key"]), P_(P, "mwb_depth_scale_m")))
+        if r is None or r["n_valid"] < min_valid:
+            return _nav_na(f"unavailable: fewer than {min_valid} tracked pose steps in player {p}'s idle interval "
+                           "(noise baseline)")
+        noise[p] = r["path"]
+        gate[p] = {h: max(noise[p][h], _response_floor(h, P)) for h in CHANNELS}
+    resp = {}
+    for i, tr in enumerate(c["trials"]):
+        f0, f1 = (_frame(t, tv) for t in tr["action_s"])
+        for p in VIEWS:
+            r = response(chains[p], f0, f1, scales.get((p, tr[p]), P_(P, "mwb_depth_scale_m")))
+            if r is None or r["n_valid"] < min_valid:
+                return _nav_na(f"unavailable: fewer than {min_valid} tracked pose steps in trial {i} of player {p} "
+                               "(insufficient pose evidence)")
+            resp[(i, p)] = r
+    out = {"control_isolation": _isolation(c, resp, gate, noise, P),
+           "coordination_fairness": _fairness(c, resp, gate, P)}
+    for m in NAV:
+        if out[m].detail is not None:
+            out[m].detail["scale_m"] = {f"{p}/{k}": v for (p, k), v in scales.items()}
     return out
+
+
+def view_scale(tv, c: dict, ch: dict, p: str, key: str, P: dict) -> float:
+    """Metres per unit of a view's monocular chain for one action class: least squares of the chain's planar
+    start-relative positions against the commanded ones over the trials where the view performs ``key`` (those with
+    the partner idle when there are any). A monocular chain has no metric scale (the paper's PnP against the map has
+    one), and its parallax-based step length depends on the scene depth and the motion; a key without commanded
+    translation, or without estimated translation, takes ``mwb_depth_scale_m``."""
+    if "trans" not in c["commanded"].get(key, ()):
+        return P_(P, "mwb_depth_scale_m")
+    own = [t for t in c["trials"] if t[p] == key]
+    quiet = [t for t in own if not t["B" if p == "A" else "A"]]
+    num = den = 0.0
+    C = tv.poses[p]
+    for tr in quiet or own:
+        f0, f1 = (_frame(t, tv) for t in tr["action_s"])
+        r = response(ch, f0, f1, 1.0)
+        if r is None:
+            continue
+        fr = ch["frames"][(ch["frames"] >= f0) & (ch["frames"] <= f1)]
+        rel = np.einsum("ij,njk->nik", np.linalg.inv(C[f0]), C[fr])[:, :3, 3]
+        e, g = r["p"][:, [0, 2]], rel[:, [0, 2]]
+        num += float((e * g).sum())
+        den += float((e * e).sum())
+    if den <= 1e-12 or num <= 0:
+        return P_(P, "mwb_depth_scale_m")
+    return num / den
+
+
+def _isolation(c, resp, gate, noise, P):
+    key, cmd = c["key"], c["commanded"]
+    commanded = set(cmd[key])
+    cnmin = P_(P, "mwb_cnate_min")
+    per, worst, zero = {}, 1.0, []
+    for role, tri in c["roles"].items():
+        refs = [resp[(j, role)] for j in tri["ref"]]
+        cn = {}
+        for h in CHANNELS:
+            den = max(refs[0]["path"][h], _floor(h, P)) if h in commanded else _floor(h, P)
+            cn[h] = 1.0 - min(1.0, _dist(h, refs[0], refs[1]) / den)
+        if min(cn.values()) < cnmin:
+            return _na(f"not eligible: player {role}'s reference repetitions are not consistent (cnATE "
+                       f"{min(cn.values()):.2f} < {cnmin:g})", POSE_PATH)
+        row = {"cnATE": cn, "reference_path": [r["path"] for r in refs], "noise": noise[role], "e": {}}
+        for h in commanded:  # the response gate: a commanded reference response must clear max(noise, floor)
+            for r in refs:
+                if r["path"][h] <= gate[role][h]:
+                    zero.append(f"{role}/{h}: reference response {r['path'][h]:.3g} <= max(noise, floor) "
+                                f"{gate[role][h]:.3g}")
+        if not commanded:  # the idle schedule: the only commanded motion is the partner's ("different" trial)
+            o = c["other"]
+            partner = "B" if role == "A" else "A"
+            q = resp[(tri["different"], partner)]
+            for h in cmd[o]:
+                if q["path"][h] <= gate[partner][h]:
+                    zero.append(f"{role}/idle: partner {partner}'s response to {o} {q['path'][h]:.3g} <= "
+                                f"max(noise, floor) {gate[partner][h]:.3g}")
+        for cond in ("idle", "same", "different"):
+            q = resp[(tri[cond], role)]
+            for h in CHANNELS:
+                e = 0.5 * sum(_dist(h, r, q) / (max(r["path"][h], _floor(h, P)) if h in commanded else _floor(h, P))
+                              for r in refs)
+                row["e"][f"{h}/{cond}"] = e
+                worst = min(worst, 1.0 - min(1.0, e))
+        per[role] = row
+    val = 0.0 if zero else 100.0 * worst
+    return _score(val, POSE_PATH, key=key, roles=per, gated=zero,
+                  aggregation="100 min over (role, channel, condition) of (1 - min(1, e))")
+
+
+def _fairness(c, resp, gate, P):
+    cmd = c["commanded"]
+    classes = {}
+    for name, pairs in c["pairs"].items():
+        k = c["key"] if name == "k" else c["other"]
+        H = cmd[k]
+        if not H:  # an idle class commands no channel: inactive channels do not inflate the score
+            continue
+        rho = []
+        for ta, tb in pairs:
+            a, b = resp[(ta, "A")], resp[(tb, "B")]
+            for h in H:
+                la, lb = a["path"][h], b["path"][h]
+                if la <= gate["A"][h] and lb <= gate["B"][h]:
+                    rho.append(0.0)  # equal non-response scores 0
+                    continue
+                C = min(1.0, (_dist(h, a, b) + abs(la - lb)) / max(0.5 * (la + lb), _floor(h, P)))
+                rho.append(1.0 - C)
+        classes[k] = min(rho)
+    if not classes:
+        return _na("not evaluable: no action class of the case commands a channel", POSE_PATH)
+    return _score(100.0 * float(np.mean(list(classes.values()))), POSE_PATH, classes=classes)
 
 
 def _avatar_pixels(tv, feats, observer, actor, f, P):
@@ -216,31 +323,57 @@ def state_scores(tv, feats, P, judge) -> dict:
     frames = [_frame(t, tv) for t in c["final_s"]]
     if judge is not None:
         return {"state_synchronization": vlm_state(tv, judge, feats, c, frames)}
-    verdicts = {}
+    verdicts, first = {}, {}
     for v in VIEWS:
         ans, why, _ = view_verdicts(tv, feats, v, frames, c["column"], c["op"], P)
         if ans is None:
             return {"state_synchronization": _na(why, "measured")}
+        if c.get("before_s"):  # a two-step case: the first player's placement must show before the second acts
+            mid, why, _ = view_verdicts(tv, feats, v, [_frame(t, tv) for t in c["before_s"]], c["column"], "place", P)
+            first[v] = bool(mid is not None and mid["success"])
+            if not first[v]:
+                ans = {q: False for q in ans}
         verdicts[v] = ans
     both = {q: bool(verdicts["A"][q] and verdicts["B"][q]) for q in QUESTIONS[c["op"]]}
     return {"state_synchronization": _score(100.0 * np.mean(list(both.values())), "measured", op=c["op"],
-                                            answers=verdicts, both=both)}
+                                            answers=verdicts, both=both, first_edit=first or None)}
+
+
+def cross_visible(tv, feats, viewer, f, column, P) -> bool:
+    """The marked cross and its centre target cell are visible in the view at frame f (the persistence zero rule):
+    a block the state puts on the column shows there, or, on an empty column, the cross shows at its footprint."""
+    lab = frame_labels(feats[viewer]["keyframes"], f, P)
+    state, boxes = expected_scene(tv, viewer, f)
+    i, k = column
+    if (i, 0, k) in state:
+        pc = probe_cell(tv, viewer, f, boxes, (i, 0, k), lab, P)
+        return bool(pc["observable"] and pc["any"] >= P_(P, "mwb_present_frac"))
+    g = probe_cell(tv, viewer, f, boxes, (i, 0, k), lab, P, ground=True)
+    return bool(g["observable"] and g["frac"]["cross"] >= P_(P, "mwb_cross_frac"))
 
 
 def persistence_scores(tv, feats, P, judge) -> dict:
+    """Strict product of the operator's and the returning observer's answers (§4.2). For each of the two, the cross
+    and its target cell must be visible in its before and after frames, otherwise its question is 0 (the paper's
+    zero rule: the case stays in the aggregate); the run macro-averages placement and destruction."""
     c = tv.spec["checks"]
     frames = [_frame(t, tv) for t in c["final_s"]]
     if judge is not None:
         return {"state_persistence": vlm_persistence(tv, judge, feats, c, frames)}
-    q = {}
+    before = c.get("before_s") or {"operator": float(c.get("edit_s", 2.5)) - 0.25, "observer": 0.25}
+    q, why = {}, {}
     for role in ("operator", "observer"):
         v = c[role]
-        ans, why, _ = view_verdicts(tv, feats, v, frames, c["column"], c["op"], P)
+        ans, reason, _ = view_verdicts(tv, feats, v, frames, c["column"], c["op"], P)
         if ans is None:
-            return {"state_persistence": _na(why, "measured")}
+            q[role], why[role] = False, f"zero rule: {reason} (after frames)"
+            continue
+        if not cross_visible(tv, feats, v, _frame(before[role], tv), c["column"], P):
+            q[role], why[role] = False, f"zero rule: the marked cross is not visible in view {v}'s before frame"
+            continue
         q[role] = bool(all(ans.values()))
     return {"state_persistence": _score(100.0 * q["operator"] * q["observer"], "measured", q_operator=q["operator"],
-                                        q_observer=q["observer"], op=c["op"])}
+                                        q_observer=q["observer"], op=c["op"], zero_rule=why or None)}
 
 
 def race_scores(tv, feats, P, judge) -> dict:
@@ -248,6 +381,7 @@ def race_scores(tv, feats, P, judge) -> dict:
     frames = [_frame(t, tv) for t in c["frames_s"]]
     if judge is not None:
         return {"race_condition_consistency": vlm_race(tv, judge, feats, c, frames)}
+    intended = set(c.get("materials") or (tv.meta.get("case", {}).get("tags", {}) or {}).get("materials") or ())
     ok, per = 0, []
     for f in frames:
         vs = {}
@@ -261,10 +395,11 @@ def race_scores(tv, feats, P, judge) -> dict:
             vs[v] = {"visible": bool(present[0]), "material": ans["materials"][0],
                      "unique": bool((len(present) < 2 or not present[1]) and not any(ans["neighbours"]))}
         r = bool(vs["A"]["visible"] and vs["B"]["visible"] and vs["A"]["material"] == vs["B"]["material"]
-                 and vs["A"]["unique"] and vs["B"]["unique"])
+                 and vs["A"]["material"] in intended and vs["A"]["unique"] and vs["B"]["unique"])
         per.append({"frame": f, "consistent": r, **{v: vs[v] for v in VIEWS}})
         ok += r
-    return {"race_condition_consistency": _score(100.0 * (ok >= 2), "measured", frames=per)}
+    return {"race_condition_consistency": _score(100.0 * (ok >= 2), "measured", frames=per,
+                                                 intended=sorted(intended))}
 
 
 def _structure_view(tv, feats, viewer, f, P):
@@ -291,11 +426,17 @@ def _structure_view(tv, feats, viewer, f, P):
 
 
 def structure_scores(tv, feats, P, judge) -> dict:
+    """Structural consistency and spatial reasoning of a building-reveal case (§4.2). Revelation is their shared
+    prerequisite (§3.3, §4.2): a view has revealed the structure when its measured silhouette overlaps the ray-cast
+    one (IoU >= ``mwb_iou``) at a majority of the frames 80/100/120; a case where either view has not scores 0 on
+    both. Structural: per view, majority of (IoU and material agreement); ``100 min(A, B)``. Spatial reasoning:
+    ``100 min(A_pred, A_GT) / max(A_pred, A_GT)`` with A the revealed structure's area (measured structure pixels vs
+    the ray cast), mean over views and frames."""
     c = tv.spec["checks"]
     frames = [_frame(t, tv) for t in c["frames_s"]]
-    ok_views, ratios, per = {}, [], []
+    ok_views, revealed, ratios, per = {}, {}, [], []
     for v in VIEWS:
-        goods = []
+        goods, shows = [], []
         for f in frames:
             gt, expcls, meas, lab = _structure_view(tv, feats, v, f, P)
             if gt.sum() < P_(P, "mwb_min_struct_px"):
@@ -305,32 +446,61 @@ def structure_scores(tv, feats, P, judge) -> dict:
             iou = inter / union if union else 0.0
             g = _erode(gt)
             agree = float(np.mean(lab[g] == expcls[g]))
-            good = iou >= P_(P, "mwb_iou") and agree >= P_(P, "mwb_material_agree")
-            a_pred, a_gt = float(meas.sum()), float(gt.sum())
-            ratio = min(a_pred, a_gt) / max(a_pred, a_gt)
-            ratios.append(ratio)
-            goods.append(good)
+            shows.append(iou >= P_(P, "mwb_iou"))
+            goods.append(iou >= P_(P, "mwb_iou") and agree >= P_(P, "mwb_material_agree"))
+            a_pred, a_gt = float((meas & _bbox(gt, 0.0, 1)).sum()) if gt.any() else 0.0, float(gt.sum())
+            ratios.append(min(a_pred, a_gt) / max(a_pred, a_gt) if max(a_pred, a_gt) > 0 else 0.0)
             per.append({"view": v, "frame": f, "iou": iou, "material_agree": agree, "area_pred": a_pred,
                         "area_gt": a_gt})
         if len(goods) < 2:
             why = f"the structure is not in view {v} at enough of the check frames"
             return {"structural_consistency": _na(why, "measured"), "spatial_reasoning": _na(why, "measured")}
         ok_views[v] = _majority(goods)
-    out = {"spatial_reasoning": _score(100.0 * float(np.mean(ratios)), "measured", frames=per)}
+        revealed[v] = _majority(shows)
+    prereq = all(revealed.values())
+    zero = None if prereq else "zero rule: the structure is not revealed in view " + \
+        ", ".join(v for v in VIEWS if not revealed[v])
+    out = {"spatial_reasoning": _score(100.0 * float(np.mean(ratios)) if prereq else 0.0, "measured", frames=per,
+                                       revealed=revealed, zero_rule=zero)}
     if judge is not None:
         out["structural_consistency"] = vlm_structure(tv, judge, feats, c, frames)
     else:
-        out["structural_consistency"] = _score(100.0 * min(ok_views.values()), "measured", views=ok_views, frames=per)
+        out["structural_consistency"] = _score(100.0 * min(ok_views.values()) if prereq else 0.0, "measured",
+                                               views=ok_views, revealed=revealed, frames=per, zero_rule=zero)
     return out
 
 
+def _landmark_evidence(tv, feats, viewer, f, P) -> dict:
+    """The landmark in one evidence frame: its measured silhouette against the ray cast (IoU), the material
+    agreement, and whether most of it shows."""
+    gt, expcls, meas, lab = _structure_view(tv, feats, viewer, f, P)
+    if gt.sum() < P_(P, "mwb_min_struct_px"):
+        return {"frame": f, "view": viewer, "evaluable": False, "ok": False}
+    union = gt | meas
+    iou = float((gt & meas).sum()) / float(union.sum()) if union.any() else 0.0
+    g = _erode(gt)
+    agree = float(np.mean(lab[g] == expcls[g])) if g.any() else 0.0
+    shown = float((meas & gt).sum()) / float(gt.sum())
+    ok = bool(shown >= 0.5 and iou >= P_(P, "mwb_id_iou") and agree >= P_(P, "mwb_material_agree"))
+    return {"frame": f, "view": viewer, "evaluable": True, "iou": iou, "material_agree": agree, "shown": shown,
+            "ok": ok}
+
+
 def revisit_scores(tv, feats, P, judge) -> dict:
+    """Style and ID consistency of a delayed cross-player revisit (§4.3). The evidence pair: the first observer's
+    frame (before it turns away) and the returning observer's frame once it has turned to the landmark, after the
+    70-frame interval with the landmark outside both views. ID: the landmark shows in both evidence frames as the
+    same building (each measured silhouette and material against the ray cast); missing or insufficient evidence
+    fails (0, stays in the aggregate). Style: ``100 (1 - JS)`` of the two frames' 8x8x8 colour histograms, 0 when
+    the landmark is missing from an evidence frame (worldgate's choice: the colour comparison is of the revisited
+    region, which the return must show)."""
     from scipy.spatial.distance import jensenshannon
 
     c = tv.spec["checks"]
     first, ret = c["first"], c["returning"]
     f0 = _frame(c["first_s"], tv)
-    f1 = min(f0 + int(c["gap_frames"]), tv.n_frames - 1)
+    f1 = _frame(c["return_s"], tv) if "return_s" in c else f0 + int(c["gap_frames"])
+    f1 = min(f1, tv.n_frames - 1)
     kf0, kf1 = feats[first]["keyframes"], feats[ret]["keyframes"]
     im0, im1 = kf0["frames"][list(kf0["index"]).index(f0)], kf1["frames"][list(kf1["index"]).index(f1)]
 
@@ -339,19 +509,16 @@ def revisit_scores(tv, feats, P, judge) -> dict:
         h = np.bincount((q[..., 0] * 64 + q[..., 1] * 8 + q[..., 2]).ravel(), minlength=512).astype(float)
         return h / h.sum()
     js = float(jensenshannon(hist(im0), hist(im1), base=2))
-    out = {"style_consistency": _score(100.0 * (1.0 - js), "measured", js_distance=js, frames=[f0, f1])}
+    ev = [_landmark_evidence(tv, feats, first, f0, P), _landmark_evidence(tv, feats, ret, f1, P)]
+    present = all(e["evaluable"] and e["shown"] >= 0.3 and e["material_agree"] >= P_(P, "mwb_material_agree")
+                  for e in ev)
+    zero = None if present else "zero rule: the landmark is missing from an evidence frame"
+    out = {"style_consistency": _score(100.0 * (1.0 - js) if present else 0.0, "measured", js_distance=js,
+                                       frames=[f0, f1], zero_rule=zero)}
     if judge is not None:
         out["id_consistency"] = vlm_id(tv, judge, c, im0, im1)
         return out
-    gt0, _, m0, lab0 = _structure_view(tv, feats, first, f0, P)
-    gt1, _, m1, lab1 = _structure_view(tv, feats, ret, f1, P)
-    if gt0.sum() < P_(P, "mwb_min_struct_px") or gt1.sum() < P_(P, "mwb_min_struct_px"):
-        out["id_consistency"] = _na("the landmark is not in both views at the revisit frames", "measured")
-        return out
-    union = m0 | m1
-    iou = float((m0 & m1).sum()) / float(union.sum()) if union.any() else 0.0
-    agree = float(np.mean(lab0[union] == lab1[union])) if union.any() else 0.0
-    whole = m0.sum() >= 0.3 * gt0.sum() and m1.sum() >= 0.3 * gt1.sum()
-    same = bool(whole and iou >= P_(P, "mwb_id_iou") and agree >= P_(P, "mwb_material_agree"))
-    out["id_consistency"] = _score(100.0 * same, "measured", iou=iou, material_agree=agree, frames=[f0, f1])
+    same = bool(all(e["ok"] for e in ev))
+    out["id_consistency"] = _score(100.0 * same, "measured", evidence=ev, frames=[f0, f1],
+                                   zero_rule=None if same else "missing or insufficient identity evidence: fails")
     return out

@@ -19,8 +19,11 @@ PARAMS: dict[str, float] = {
     "mwb_size_tol": 1.3,  # avatar apparent-size ratio tolerance (motion along the line of sight)
     "mwb_rot_floor_deg": 10.0,  # path-length floors of the pose errors
     "mwb_trans_floor_m": 0.5,
-    "mwb_depth_scale_m": 6.0,  # metres per unit of the classical chain when the commanded path has no translation
-    "mwb_pose_valid_frac": 0.5,  # share of frame pairs the pose estimate must track (eligibility)
+    "mwb_depth_scale_m": 6.0,  # metres per unit of the classical chain for a view without a translation trial
+    "mwb_response_floor_deg": 5.0,  # response floors of the motion gate (a reference response at or below
+    "mwb_response_floor_m": 0.25,  # max(noise, floor) scores 0; the paper gives no value: half the denominator floors)
+    "mwb_cnate_min": 0.6,  # repeated-reference consistency (cnATE) that makes isolation eligible (§4.1)
+    "mwb_min_valid_steps": 3,  # tracked pose steps an idle or action interval needs (§4.1: three valid offsets)
     "mwb_actor_dir": 0.5,  # WorldMark direction of the actor's own flow that shows it moved as commanded
     "mwb_actor_min_flow": 0.5,  # ... with at least this mean flow (pixels of a 640-wide frame)
 }
@@ -33,9 +36,10 @@ TASK_OF = {"control_isolation": "matched_navigation", "coordination_fairness": "
            "state_persistence": "persistence", "structural_consistency": "building_reveal",
            "spatial_reasoning": "building_reveal", "race_condition_consistency": "concurrent_placement",
            "style_consistency": "delayed_revisit", "id_consistency": "delayed_revisit"}
+#: the paper's three tracks (§1, §5.1: three navigation, five shared-world, two revisit metrics)
 TRACKS = {"navigation": ["control_isolation", "coordination_fairness", "cross_view_motion"],
-          "shared state": ["state_synchronization", "state_persistence", "race_condition_consistency"],
-          "structure": ["structural_consistency", "spatial_reasoning"],
+          "shared world": ["state_synchronization", "state_persistence", "structural_consistency", "spatial_reasoning",
+                           "race_condition_consistency"],
           "revisit": ["style_consistency", "id_consistency"]}
 POSE_PATH = "poses (classical)"
 KIND = "rollout-2p"

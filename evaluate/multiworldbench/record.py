@@ -147,13 +147,17 @@ def needed_frames(tv: TwoView) -> list[int]:
     times = []
     if task == "cross_view_motion":
         times = [c["before_s"], c["after_s"]]
-    elif task in ("shared_state", "persistence"):
-        times = list(c["final_s"])
+    elif task == "shared_state":  # the final frames (and the intermediate state of a two-step case)
+        times = sorted(set(list(c["final_s"]) + list(c.get("before_s") or [])))
+    elif task == "persistence":  # the after frames, and each role's before frame (the cross-visibility zero rule)
+        before = c.get("before_s") or {"operator": float(c.get("edit_s", 2.5)) - 0.25, "observer": 0.25}
+        times = sorted(set(list(c["final_s"]) + list(before.values())))
     elif task in ("building_reveal", "concurrent_placement"):
         times = list(c["frames_s"])
     elif task == "delayed_revisit":
         f0 = _frame(c["first_s"], tv)
-        return [f0, min(f0 + int(c["gap_frames"]), tv.n_frames - 1)]
+        f1 = _frame(c["return_s"], tv) if "return_s" in c else f0 + int(c["gap_frames"])
+        return [f0, min(f1, tv.n_frames - 1)]
     return [_frame(t, tv) for t in times]
 
 

@@ -20,6 +20,7 @@ from .capabilities import (
 from .projection import attach_projection, projection_info, save_projection
 from .protocol import CAPABILITIES, KIND, PARAMS, TASK_OF, TRACKS, VIEWS
 from .record import TwoView, extractor_info, open_two_view, view_features
+from worldgate.generate.records import read_meta, record_views
 from .vlm import Judge, NoJudge
 
 
@@ -85,62 +86,99 @@ def score_folder(folder: Path, cache: FeatureCache, backend: str = "classical", 
         })
     except FeatureError as e:
         row["error"] = str(e)
+        _missing_video(Path(folder), row)
     except Exception as e:  # a bug in one record's scoring must not hide the others; it is reported in full
         row["error"] = f"{type(e).__name__}: {e}"
     return row
 
 
+MISSING_VIDEO = "missing generated video: a task failure, scored 0 (paper §4.1 zero rule)"
+
+
+def _missing_video(folder: Path, row: dict) -> None:
+    """The paper's zero rule: a case whose generated video is missing is a task failure scored 0 on its task's
+    capabilities and stays in the aggregate. Applies when meta.json names the case's task and a view's video file is
+    absent or empty; any other record error stays an error (excluded, with the reason)."""
+    meta = read_meta(folder) or {}
+    task = ((meta.get("case") or {}).get("two_player") or {}).get("task")
+    if task not in set(TASK_OF.values()):
+        return
+    views = record_views(meta)
+    gone = [p for p in VIEWS if p in views and not _nonempty(folder / views[p]["video"])]
+    if not gone:
+        return
+    row.update(task=task, missing_video=gone, kind=KIND,
+               scores={m: (0.0 if TASK_OF[m] == task else None) for m in CAPABILITIES},
+               unavailable={m: (MISSING_VIDEO if TASK_OF[m] == task else "not applicable") for m in CAPABILITIES
+                            if TASK_OF[m] != task},
+               detail={m: {"path": "zero rule", "missing_video": gone} for m in CAPABILITIES if TASK_OF[m] == task},
+               paths={m: "zero rule" for m in CAPABILITIES if TASK_OF[m] == task})
+
+
+def _nonempty(p: Path) -> bool:
+    try:
+        return p.is_file() and p.stat().st_size > 0
+    except OSError:
+        return False
+
+
 # ------------------------------------------------------------------------------------------------------ aggregate
 def aggregate(samples: list[dict], wanted: set | None = None) -> dict:
-    """Run-level capabilities from two-view sample rows: means over the applicable cases, control isolation as the
-    minimum over (target role, channel, partner condition) groups of the mean error."""
-    n = len(samples)
+    """Run-level capabilities from two-view sample rows: the mean over the scored cases of the capability's task
+    (a missing video and the paper's zero rules count 0 and stay in; judge-unavailable and ineligible cases are
+    excluded, their coverage reported). State persistence macro-averages the placement and destruction pass rates
+    (§4.2)."""
     out = {}
     for m in CAPABILITIES:
         if wanted and m not in wanted:
             continue
-        vals, reasons, paths = [], {}, set()
+        vals, reasons, paths, ops = [], {}, set(), {}
         for s in samples:
-            if "error" in s:
+            v = (s.get("scores") or {}).get(m)
+            if "error" in s and v is None:
                 reasons["record error"] = reasons.get("record error", 0) + 1
                 continue
-            v = (s.get("scores") or {}).get(m)
             if v is None:
                 r = (s.get("unavailable") or {}).get(m)
-                if r:
+                if r and s.get("task") == TASK_OF[m]:
                     reasons[r] = reasons.get(r, 0) + 1
                 continue
             vals.append(v)
+            if m == "state_persistence":
+                op = ((s.get("detail") or {}).get(m) or {}).get("op") or (s.get("tags") or {}).get("op") or "?"
+                ops.setdefault(op, []).append(v)
             p = (s.get("paths") or {}).get(m)
             if p:
                 paths.add(p)
+        applicable = sum(1 for s in samples if s.get("task") == TASK_OF[m])
         entry = {"mean": float(np.mean(vals)) if vals else None, "std": float(np.std(vals)) if vals else None,
-                 "n": len(vals), "coverage": len(vals) / n if n else 0.0, "unavailable": reasons,
-                 "applicable": sum(1 for s in samples if s.get("task") == TASK_OF[m]),
+                 "n": len(vals), "coverage": len(vals) / applicable if applicable else 0.0, "unavailable": reasons,
+                 "applicable": applicable, "zero_rule": sum(1 for s in samples if s.get("task") == TASK_OF[m]
+                                                           and (s.get("scores") or {}).get(m) == 0.0
+                                                           and ((s.get("detail") or {}).get(m) or {}).get("zero_rule")
+                                                           or (s.get("missing_video") and s.get("task") == TASK_OF[m])),
                  "path": ",".join(sorted(paths)) if paths else None, "aggregation": "mean over cases"}
-        if m == "control_isolation" and vals:
-            groups: dict = {}
-            for s in samples:
-                d = (s.get("detail") or {}).get(m) or {}
-                if (s.get("scores") or {}).get(m) is None or "e_rot" not in d:
-                    continue
-                for ch in ("rot", "trans"):
-                    groups.setdefault(f"{d['role']}/{ch}/{d['condition']}", []).append(d[f"e_{ch}"])
-            gvals = {g: 100.0 * (1.0 - min(1.0, float(np.mean(e)))) for g, e in sorted(groups.items())}
-            entry.update(mean=min(gvals.values()), groups=gvals, per_case_mean=float(np.mean(vals)),
-                         aggregation="100 min over (target role, channel, partner condition) of (1 - min(1, mean e))")
+        if m == "state_persistence" and ops:
+            entry.update(mean=float(np.mean([np.mean(v) for v in ops.values()])),
+                         per_operation={k: float(np.mean(v)) for k, v in sorted(ops.items())},
+                         aggregation="macro-average of the placement and destruction pass rates")
         out[m] = entry
     return out
 
 
 def tracks(metrics: dict) -> dict:
+    """The paper's three tracks (equal weights) and the overall: the mean of all ten capabilities (§5.1), None
+    unless all ten are available (``available_mean`` averages those that are)."""
     def mean(ids):
         v = [metrics[m]["mean"] for m in ids if m in metrics and metrics[m]["mean"] is not None]
         return float(np.mean(v)) if v else None
 
-    return {"tracks": {t: {"mean": mean(ids), "capabilities": ids} for t, ids in TRACKS.items()},
-            "overall": mean(CAPABILITIES),
-            "available": sum(1 for m in CAPABILITIES if m in metrics and metrics[m]["mean"] is not None),
+    avail = [m for m in CAPABILITIES if m in metrics and metrics[m]["mean"] is not None]
+    return {"tracks": {t: {"mean": mean(ids) if all(m in avail for m in ids) else None, "capabilities": ids,
+                           "available_mean": mean(ids)} for t, ids in TRACKS.items()},
+            "overall": mean(CAPABILITIES) if len(avail) == len(CAPABILITIES) else None,
+            "available_mean": mean(CAPABILITIES),
+            "available": len(avail),
             "paths": {m: metrics[m].get("path") for m in CAPABILITIES if m in metrics}}
 
 
@@ -168,4 +206,6 @@ def format_tracks(results: dict) -> str:
         return ""
     cells = [f"{t} {v['mean']:.1f}" if v["mean"] is not None else f"{t} n/a" for t, v in mw["tracks"].items()]
     ov = "n/a" if mw["overall"] is None else f"{mw['overall']:.1f}"
+    if mw["overall"] is None and mw.get("available_mean") is not None:
+        ov += f" (mean of the available: {mw['available_mean']:.1f})"
     return f"MultiWorldBench tracks: {'; '.join(cells)}; overall {ov} ({mw['available']}/10 capabilities)"

@@ -80,8 +80,30 @@ def _pad(segs: list[PlayerSeg], total: float) -> list[PlayerSeg]:
 CROSS = (0, 0)  # the marked column
 CROSS_C = (0.5, 0.5)  # its centre on the map
 MOVE_KEYS = {"W": ("W", "idle"), "S": ("S", "idle"), "A": ("A", "idle"), "D": ("D", "idle"), "L": ("idle", "L"),
-             "R": ("idle", "R")}
-OTHER_ACTION = {"W": "R", "S": "L", "A": "W", "D": "S", "L": "D", "R": "A"}
+             "R": ("idle", "R"), "^": ("idle", "^"), "v": ("idle", "v"), "WL": ("W", "L"), "SR": ("S", "R"),
+             "idle": ("idle", "idle")}
+#: the ten matched-navigation schedules of the paper (§3.3): forward/backward, strafes, yaw, pitch, combined
+#: translation + rotation, idle
+NAV_SCHEDULES = ("W", "S", "A", "D", "L", "R", "^", "v", "WL", "idle")
+#: each action's inverse: a trial undoes its action so the players stay on the arena and start every trial alike
+INVERSE = {"W": "S", "S": "W", "A": "D", "D": "A", "L": "R", "R": "L", "^": "v", "v": "^", "WL": "SR", "SR": "WL",
+           "idle": "idle"}
+#: the partner's action in the "different" condition (and the action the idle schedule's partner takes)
+OTHER_ACTION = {"W": "R", "S": "L", "A": "W", "D": "S", "L": "D", "R": "A", "^": "A", "v": "D", "WL": "D",
+                "idle": "W"}
+#: channels a key commands (the other channel of an action is its uncommanded one)
+COMMANDED = {"W": ("trans",), "S": ("trans",), "A": ("trans",), "D": ("trans",), "L": ("rot",), "R": ("rot",),
+             "^": ("rot",), "v": ("rot",), "WL": ("trans", "rot"), "SR": ("trans", "rot"), "idle": ()}
+#: matched-navigation timing: an initial idle interval (the noise baseline), then trials of action, inverse, rest
+NAV_IDLE_S, NAV_ACT_S, NAV_REST_S = 1.0, 0.75, 0.25
+#: the trials of one case (A's key, B's key): "k" the schedule's key, "o" the partner's different action, None idle.
+#: Per target role: two reference repetitions with the partner idle, then the treatments idle / same / different.
+NAV_TRIALS = (("k", None), (None, "k"), ("k", None), (None, "k"), ("k", "k"), ("k", "o"), ("o", "k"), ("k", None),
+              (None, "k"))
+NAV_ROLES = {"A": {"ref": [0, 2], "idle": 7, "same": 4, "different": 5},
+             "B": {"ref": [1, 3], "idle": 8, "same": 4, "different": 6}}
+#: coordination fairness: per action class, the trials pairing A's and B's response to the same command (A, B)
+NAV_PAIRS = {"k": [[0, 1], [2, 3], [4, 4]], "o": [[6, 5]]}
 MAT_NAMES = tuple(MATERIALS)
 
 
@@ -110,30 +132,42 @@ class _Builder:
             visibility=vis, checks=checks))
 
 
-def _matched_navigation(bld: _Builder, n: int) -> None:
-    conds, acts = ("idle", "same", "different"), ("W", "S", "A", "D", "L", "R")
-    combos = [(c, r, k, rep) for c in conds for r in PLAYERS for k in acts for rep in range(5)]
-    if n < len(combos):  # the subset: every condition, both roles, varied actions
-        combos = [("idle", "A", "W", 0), ("idle", "B", "L", 0), ("same", "A", "R", 0), ("same", "B", "D", 0),
-                  ("different", "A", "S", 0), ("different", "B", "A", 0)][:n]
-    for idx, (cond, role, key, rep) in enumerate(combos):
-        vis = VISIBILITY[(idx + rep) % 3]
-        rot = (idx * 47.0) % 360
-        # walking toward / away from the cross keeps both players on the arena
-        (pa, ya), (pb, yb) = _layout(vis, CROSS_C, rot, dists=(5.5, 5.5) if vis != "one-way" else (7.0, 3.0))
-        partner_key = {"idle": None, "same": key, "different": OTHER_ACTION[key]}[cond]
-        keys = {role: key, ("B" if role == "A" else "A"): partner_key}
+def _nav_schedule(keys: list[str | None]) -> list[PlayerSeg]:
+    segs = [_hold(NAV_IDLE_S)]
+    for k in keys:
+        if k is None or k == "idle":
+            segs.append(_hold(2 * NAV_ACT_S + NAV_REST_S))
+        else:
+            segs += [_seg(*MOVE_KEYS[k], NAV_ACT_S), _seg(*MOVE_KEYS[INVERSE[k]], NAV_ACT_S), _hold(NAV_REST_S)]
+    return segs
 
-        def sched(k):
-            act = [_seg(*MOVE_KEYS[k], 2.5)] if k else [_hold(2.5)]
-            return [_hold(0.5)] + act + [_hold(0.5)]
-        a = PlayerSchedule(pa, ya, sched(keys["A"]))
-        b = PlayerSchedule(pb, yb, sched(keys["B"]))
-        bld.add("matched_navigation", idx, vis, a, b, {}, {"condition": cond, "target": role, "key": key,
-                                                         "partner_key": partner_key, "action_s": [0.5, 3.0]},
-                {"condition": cond, "target": role, "key": key, "rep": rep},
-                f"Two players in a voxel arena. Player {role} presses {key}; the partner "
-                f"{'stays idle' if cond == 'idle' else 'does the same' if cond == 'same' else 'does ' + str(partner_key)}.")
+
+def _matched_navigation(bld: _Builder, n: int) -> None:
+    """Six scenes x three visibilities x the ten schedules (§3.3: 180). A case tests both players as the target: per
+    role two reference repetitions of the schedule's key with the partner idle, then the treatments with the
+    partner idle, doing the same key, doing a different key (``NAV_TRIALS``); every trial undoes its action."""
+    combos = [(scene, vis, key) for scene in range(6) for vis in VISIBILITY for key in NAV_SCHEDULES]
+    if n < len(combos):  # the subset: translation, yaw, pitch, combined, idle
+        combos = [(0, "mutual", "W"), (1, "one-way", "L"), (2, "none", "^"), (3, "mutual", "WL"),
+                  (4, "one-way", "idle")][:n]
+    trial = 2 * NAV_ACT_S + NAV_REST_S
+    for idx, (scene, vis, key) in enumerate(combos):
+        rot = (idx * 47.0 + 61.0 * scene) % 360
+        (pa, ya), (pb, yb) = _layout(vis, CROSS_C, rot, dists=(5.5, 5.5) if vis != "one-way" else (7.0, 3.0))
+        other = OTHER_ACTION[key]
+        resolve = {"k": key, "o": other, None: None}
+        a = PlayerSchedule(pa, ya, _nav_schedule([resolve[t[0]] for t in NAV_TRIALS]))
+        b = PlayerSchedule(pb, yb, _nav_schedule([resolve[t[1]] for t in NAV_TRIALS]))
+        trials = []
+        for i, (ka, kb) in enumerate(NAV_TRIALS):
+            s0 = NAV_IDLE_S + i * trial
+            trials.append({"A": resolve[ka], "B": resolve[kb], "action_s": [s0, s0 + NAV_ACT_S]})
+        bld.add("matched_navigation", idx, vis, a, b, {},
+                {"key": key, "other": other, "commanded": {key: list(COMMANDED[key]), other: list(COMMANDED[other])},
+                 "noise_s": [0.0, NAV_IDLE_S], "trials": trials, "roles": NAV_ROLES, "pairs": NAV_PAIRS},
+                {"schedule": key, "scene": scene},
+                f"Two players in a voxel arena take turns on schedule {key}: each presses it twice with the partner "
+                f"idle, then with the partner idle, doing the same, doing {other}.")
 
 
 def _cross_view_motion(bld: _Builder, n: int) -> None:
@@ -201,7 +235,8 @@ def _shared_state(bld: _Builder, n: int) -> None:
         world = {"blocks": blocks}
         bld.add("shared_state", idx, vis, a, b, world,
                 {"variant": var, "column": list(CROSS), "active": [first] + ([second] if var in ("place2", "destroy2") else []),
-                 "op": "place" if var in ("place1", "place2") else "destroy", "final_s": [4.5, 4.7, 4.9]},
+                 "op": "place" if var in ("place1", "place2") else "destroy", "final_s": [4.5, 4.7, 4.9],
+                 **({"before_s": [2.5]} if var in ("place2", "destroy2") else {})},
                 {"variant": var, "first": first, "material": m1},
                 f"Player {first} {'places ' + m1 if 'place' in var or var == 'destroy2' else 'destroys the block'} "
                 f"at the red cross{'; then player ' + second + (' stacks ' + m2 if var == 'place2' else ' destroys it') if var in ('place2', 'destroy2') else ''}.")
@@ -229,7 +264,7 @@ def _persistence(bld: _Builder, n: int) -> None:
         sch["B"].start, sch["B"].yaw_deg = pb, yb
         bld.add("persistence", idx, vis, sch["A"], sch["B"], {"blocks": blocks},
                 {"operator": op_player, "observer": observer, "op": op, "column": list(CROSS),
-                 "final_s": [7.6, 7.75, 7.9], "edit_s": 2.5},
+                 "final_s": [7.6, 7.75, 7.9], "edit_s": 2.5, "before_s": {"operator": 2.25, "observer": 0.25}},
                 {"operator": op_player, "op": op, "material": mat},
                 f"Player {op_player} {'places ' + mat if op == 'place' else 'destroys the block'} at the red cross while "
                 f"player {observer} looks away; both look back.")
@@ -249,7 +284,7 @@ def _building_reveal(bld: _Builder, n: int) -> None:
     variants, shapes = ("turn", "occluder", "static"), tuple(SHAPES)
     combos = [(v, s, rep) for v in variants for s in shapes for rep in range(5)]
     if n < len(combos):
-        combos = [("turn", "ell", 0), ("occluder", "tower", 1)][:n]
+        combos = [("turn", "ell", 0), ("occluder", "tower", 1), ("static", "square", 2)][:n]
     site = (0, 0)
     for idx, (var, shape, rep) in enumerate(combos):
         builder = PLAYERS[rep % 2]
@@ -319,7 +354,7 @@ def _concurrent(bld: _Builder, n: int) -> None:
         seg = lambda m: [_hold(2.5), _seg(seconds=0.25, act="place", material=m, column=CROSS), _hold(5.25)]
         a, b = PlayerSchedule(pa, ya, seg(ma)), PlayerSchedule(pb, yb, seg(mb))
         bld.add("concurrent_placement", idx, vis, a, b, {},
-                {"column": list(CROSS), "frames_s": [3.75, 5.0, 6.25], "edit_s": 2.5},
+                {"column": list(CROSS), "frames_s": [3.75, 5.0, 6.25], "edit_s": 2.5, "materials": [ma, mb]},
                 {"materials": [ma, mb]},
                 f"Both players place a block at the red cross in the same step: A {ma}, B {mb}.")
 
@@ -336,11 +371,29 @@ LANDMARKS = {
 }
 
 
+#: delayed revisit timing (seconds at 16 fps): the first observer's evidence frame, its turn away, the steps that
+#: clear the first observer's spot for the returning one, the 70-frame idle interval with the landmark outside both
+#: views, the returning observer's turn and its evidence frame
+REVISIT_FIRST_S, REVISIT_TURN_S, REVISIT_STEP_S, REVISIT_GAP_FRAMES = 1.25, 2.0, 1.5, 70
+
+
 def _delayed_revisit(bld: _Builder, n: int) -> None:
-    combos = [(first, start, lm) for first in PLAYERS for start in ("behind", "behind-away") for lm in LANDMARKS]
+    """Ten scene configurations (five landmarks x the side the first observer steps to) and their role swaps (§3.3:
+    20 directional cases). The first observer builds the landmark, sees it (its evidence frame), turns away and steps
+    aside; the returning observer, facing away, backs into the first observer's spot; both idle 70 frames with the
+    landmark outside both views; then the returning observer turns to it and sees it from the first observer's
+    evidence pose (its evidence frame)."""
+    combos = [(first, side, lm) for first in PLAYERS for side in (1, -1) for lm in LANDMARKS]
     if n < len(combos):
-        combos = [("A", "behind", "gate"), ("B", "behind-away", "pillar")][:n]
-    for idx, (first, start, lm) in enumerate(combos):
+        combos = [("A", 1, "gate"), ("B", -1, "pillar")][:n]
+    t_away = REVISIT_FIRST_S + 0.25  # the first observer turns away 0.25 s after its evidence frame
+    t_step = t_away + REVISIT_TURN_S  # ... then steps aside, then the returning observer backs in
+    t_idle0 = t_step + 2 * REVISIT_STEP_S
+    t_idle1 = t_idle0 + REVISIT_GAP_FRAMES / FPS
+    t_ret = t_idle1 + REVISIT_TURN_S + 0.125  # the returning observer's evidence frame, once turned
+    total = t_ret + 0.5
+    speed = 1.4
+    for idx, (first, side, lm) in enumerate(combos):
         ret = "B" if first == "A" else "A"
         rot = (idx * 71.0) % 360
         site = (0, 0)
@@ -352,21 +405,29 @@ def _delayed_revisit(bld: _Builder, n: int) -> None:
         yaw0 = 180.0 + 90.0 * q  # look at the facade head-on
         target = (site[0] + 0.5, site[1] + 0.5)
         p0 = _at(target, yaw0 + 180.0, 6.0)
-        p0 = (p0[0], p0[1])
         f = (math.sin(math.radians(yaw0)), math.cos(math.radians(yaw0)))
-        back = (p0[0] - 2.8 * f[0], p0[1] - 2.8 * f[1])
-        # the first observer looks at the landmark, then steps aside (2.8 m to the right) and stays there
-        first_segs = [_hold(0.75), _seg("D", "idle", 2.0), _hold(5.25)]
-        if start == "behind":  # the returning observer waits behind, then walks to the first observer's spot
-            ret_sched = PlayerSchedule(back, yaw0, [_hold(2.75), _seg("W", "idle", 2.0), _hold(3.25)])
-        else:  # ... facing away first: turns around, then walks
-            ret_sched = PlayerSchedule(back, yaw0 + 180.0, [_hold(0.75), _seg("idle", "R", 2.0), _seg("W", "idle", 2.0),
-                                                             _hold(3.25)], yaw_rate=90.0)
-        sch = {first: PlayerSchedule(p0, yaw0, first_segs), ret: ret_sched}
-        bld.add("delayed_revisit", idx, None, sch["A"], sch["B"], {"blocks": cells, "structure": cells},
-                {"first": first, "returning": ret, "first_s": 0.5, "gap_frames": 70, "landmark": lm},
-                {"first": first, "start": start, "landmark": lm},
-                f"Player {first} looks at a {lm}; 70 frames later player {ret} stands where {first} stood and looks again.")
+        back = speed * REVISIT_STEP_S
+        p_ret = (p0[0] - back * f[0], p0[1] - back * f[1])
+        # the first observer builds the landmark (one interaction per material), sees it, turns away, steps aside
+        first_segs = []
+        for m in dict.fromkeys(c[3] for c in cells):
+            first_segs.append(_seg(seconds=0.25, act="place", material=m,
+                                   cells=tuple(tuple(c[:3]) for c in cells if c[3] == m)))
+        used = 0.25 * len(first_segs)
+        turn = "R" if side > 0 else "L"
+        first_segs += [_hold(t_away - used), _seg("idle", turn, REVISIT_TURN_S),
+                       _seg("D" if side > 0 else "A", "idle", REVISIT_STEP_S), _hold(total - t_step - REVISIT_STEP_S)]
+        # the returning observer waits behind, facing away, backs into the spot, idles, turns to the landmark
+        ret_segs = [_hold(t_step + REVISIT_STEP_S), _seg("S", "idle", REVISIT_STEP_S), _hold(t_idle1 - t_idle0),
+                    _seg("idle", turn, REVISIT_TURN_S), _hold(total - t_idle1 - REVISIT_TURN_S)]
+        sch = {first: PlayerSchedule(p0, yaw0, first_segs, yaw_rate=90.0, speed=speed),
+               ret: PlayerSchedule(p_ret, yaw0 + 180.0, ret_segs, yaw_rate=90.0, speed=speed)}
+        bld.add("delayed_revisit", idx, None, sch["A"], sch["B"], {"blocks": [], "structure": cells},
+                {"first": first, "returning": ret, "first_s": REVISIT_FIRST_S, "return_s": t_ret,
+                 "idle_s": [t_idle0, t_idle1], "gap_frames": REVISIT_GAP_FRAMES, "landmark": lm},
+                {"first": first, "side": side, "landmark": lm},
+                f"Player {first} builds a {lm}, looks at it, turns away and steps aside; player {ret} takes its spot; "
+                f"after 70 idle frames with the {lm} outside both views player {ret} turns to it.")
 
 
 def multiworldbench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:

@@ -60,8 +60,8 @@ TASKS = ("matched_navigation", "cross_view_motion", "shared_state", "persistence
 TASK_COUNTS = {"matched_navigation": 180, "cross_view_motion": 20, "shared_state": 120, "persistence": 50,
                "building_reveal": 75, "concurrent_placement": 30, "delayed_revisit": 20}
 #: the default subset (20 cases, every task)
-SUBSET_COUNTS = {"matched_navigation": 6, "cross_view_motion": 2, "shared_state": 4, "persistence": 2,
-                 "building_reveal": 2, "concurrent_placement": 2, "delayed_revisit": 2}
+SUBSET_COUNTS = {"matched_navigation": 5, "cross_view_motion": 2, "shared_state": 4, "persistence": 2,
+                 "building_reveal": 3, "concurrent_placement": 2, "delayed_revisit": 2}
 VISIBILITY = ("mutual", "one-way", "none")
 
 

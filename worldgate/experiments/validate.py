@@ -8,7 +8,14 @@ and checks:
 2. every fault lowers each of its target metrics by at least its stated margin (see ``FAULT_TARGETS``);
 3. every other control and memory metric of that fault stays within ``TOLERANCE`` points of Engine GT.
 
-``worldgate validate --out runs/validate --docs docs/metric-validation.md`` writes the fault x metric table.
+MultiWorldBench's two-player faults are validated alongside (:func:`run_multiworld_validation`): on the
+``multiworldbench-engine`` subset, Engine GT (``engine-2p``) reaches ``MWB_GT_MIN`` on every capability,
+``engine-2p-frozen`` (neither view moves or changes) scores 0 on control isolation and coordination fairness and fails
+every capability that needs an action, ``engine-2p-leak`` (each view also moves with its partner's actions) loses
+control isolation by ``MWB_LEAK_MARGIN`` points, and the private-world baseline (``engine-2p-independent``) scores 0 on
+spatial reasoning and ID consistency.
+
+``worldgate validate --out runs/validate --docs docs/metric-validation.md`` writes the fault x metric tables.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ COUPLED = {
                        "response_latency_rot"),
     "engine-forget": ("global_memory",),
     "engine-blur": ("global_memory",),
+    # a picture that dissolves leaves no flow to read and no appearance to remember: every metric falls with it
+    "engine-dissolve": tuple(m for m in CONTROL_MEMORY if m != "global_memory"),
 }
 
 
@@ -70,7 +79,8 @@ def validation_manifest(path: Path, seconds: float) -> Path:
 
 
 def run_validation(out: Path, seconds: float = 6.0, size: int = 256, backend: str = "classical",
-                   models: list[str] | None = None, progress: bool = False) -> dict:
+                   models: list[str] | None = None, progress: bool = False, multiworld: bool = True,
+                   multiworld_limit: int | None = None) -> dict:
     if seconds < MIN_KEY_SECONDS:
         raise ValueError(f"--seconds {seconds:g}: WorldMark's stable zones (3 s after and 1 s before a switch) leave a "
                          f"middle key of {seconds:g} s nothing to score; use at least {MIN_KEY_SECONDS:g} s per key")
@@ -85,7 +95,99 @@ def run_validation(out: Path, seconds: float = 6.0, size: int = 256, backend: st
             raise RuntimeError(f"validation rollouts of {m} failed: {res.failed}")
         r = evaluate_run(out / m, backend=backend, progress=progress)
         table[m] = {k: v["mean"] for k, v in r["metrics"].items()}
-    return {"table": table, "checks": check(table), "seconds": seconds, "size": size, "backend": backend}
+    res = {"table": table, "checks": check(table), "seconds": seconds, "size": size, "backend": backend}
+    if multiworld and backend == "classical":  # the two-player capabilities read classical poses and flow
+        res["multiworld"] = run_multiworld_validation(out / "multiworldbench", size=min(size, MWB_SIZE),
+                                                      limit=multiworld_limit, progress=progress)
+        res["checks"] = res["checks"] + res["multiworld"]["checks"]
+    return res
+
+
+# ------------------------------------------------------------------------------------------------ MultiWorldBench
+MWB_MODELS = ("engine-2p", "engine-2p-independent", "engine-2p-frozen", "engine-2p-leak")
+#: frame size of the two-player runs (at most the WorldMark protocol's): 4 x 20 cases, 268 frames per navigation case
+MWB_SIZE = 128
+#: Engine GT on every capability (the paper's Engine GT: 91.69 overall, >= 81.5 on each capability)
+MWB_GT_MIN = 90.0
+#: engine-2p-frozen must score exactly this on these (a non-response is gated to 0, equal non-response scores 0)
+MWB_FROZEN_ZERO = ("control_isolation", "coordination_fairness")
+#: ... and fail (score at most MWB_FAIL_MAX) every capability that needs an action: all ten do (the revisit needs the
+#: return, every shared-world task an edit, cross-view motion a move)
+MWB_FAIL_MAX = 10.0
+#: engine-2p-leak loses control isolation by at least this many points against Engine GT
+MWB_LEAK_MARGIN = 50.0
+#: the private-world baseline scores 0 on these (a partner's edits never reach the other view)
+MWB_PRIVATE_ZERO = ("spatial_reasoning", "id_consistency")
+
+
+def run_multiworld_validation(out: Path, size: int = 256, limit: int | None = None, progress: bool = False) -> dict:
+    """Generate and evaluate the ``multiworldbench-engine`` subset (``limit`` cases of it, all 20 by default) with
+    Engine GT, the private-world baseline and the two two-player faults; the capability table and its checks."""
+    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
+
+    out = Path(out)
+    table = {}
+    for m in MWB_MODELS:
+        res = run_generate(m, "multiworldbench-engine", out / m, limit=limit,
+                           overrides=[f"model.width={size}", f"model.height={size}"], progress=progress)
+        if res.failed:
+            raise RuntimeError(f"MultiWorldBench validation rollouts of {m} failed: {res.failed}")
+        r = evaluate_run(out / m, backend="classical", progress=progress)
+        table[m] = {k: r["metrics"][k]["mean"] for k in CAPABILITIES if k in r["metrics"]}
+        table[m]["overall"] = (r.get("multiworld") or {}).get("overall")
+    return {"table": table, "checks": check_multiworld(table), "size": size, "limit": limit}
+
+
+def check_multiworld(table: dict) -> list[dict]:
+    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
+
+    gt, out = table["engine-2p"], []
+    for m in CAPABILITIES:
+        v = gt.get(m)
+        out.append({"check": f"engine-2p {m} >= {MWB_GT_MIN:g}", "ok": v is not None and v >= MWB_GT_MIN, "value": v})
+    fr = table.get("engine-2p-frozen")
+    if fr is not None:
+        for m in CAPABILITIES:
+            v = fr.get(m)
+            if m in MWB_FROZEN_ZERO:
+                out.append({"check": f"engine-2p-frozen {m} == 0", "ok": v == 0.0, "value": v})
+            else:
+                out.append({"check": f"engine-2p-frozen fails {m} (<= {MWB_FAIL_MAX:g})",
+                            "ok": v is not None and v <= MWB_FAIL_MAX, "value": v})
+    lk = table.get("engine-2p-leak")
+    if lk is not None:
+        g, f = gt.get("control_isolation"), lk.get("control_isolation")
+        drop = None if g is None or f is None else g - f
+        out.append({"check": f"engine-2p-leak lowers control_isolation by >= {MWB_LEAK_MARGIN:g}",
+                    "ok": drop is not None and drop >= MWB_LEAK_MARGIN, "value": drop})
+    ind = table.get("engine-2p-independent")
+    if ind is not None:
+        for m in MWB_PRIVATE_ZERO:
+            v = ind.get(m)
+            out.append({"check": f"engine-2p-independent {m} == 0", "ok": v == 0.0, "value": v})
+    return out
+
+
+def multiworld_markdown(mw: dict) -> str:
+    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
+
+    table = mw["table"]
+    cols = list(table)
+    lines = ["## MultiWorldBench two-player faults", "",
+             f"`multiworldbench-engine` subset ({mw['limit'] or 20} cases), {mw['size']}x{mw['size']}, classical "
+             "backend. Rows are capabilities, columns models.", "",
+             "| capability | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for m in list(CAPABILITIES) + ["overall"]:
+        cells = ["n/a" if table[c].get(m) is None else f"{table[c][m]:.1f}" for c in cols]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    bad = [c for c in mw["checks"] if not c["ok"]]
+    lines += ["", f"Checks: {len(mw['checks']) - len(bad)} of {len(mw['checks'])} pass (Engine GT >= {MWB_GT_MIN:g} "
+              f"on every capability; engine-2p-frozen 0 on control isolation and coordination fairness and <= "
+              f"{MWB_FAIL_MAX:g} on the others; engine-2p-leak loses control isolation by >= {MWB_LEAK_MARGIN:g}; "
+              "the private-world baseline 0 on spatial reasoning and ID consistency)."]
+    if bad:
+        lines += ["", "Failing checks:", ""] + [f"- {c['check']}: {c['value']}" for c in bad]
+    return "\n".join(lines) + "\n"
 
 
 def check(table: dict) -> list[dict]:
@@ -136,7 +238,7 @@ def markdown(result: dict) -> str:
             s = "n/a" if v is None else (f"{v:.3f}" if mid.startswith("camera") else f"{v:.1f}")
             cells.append(f"**{s}**" if mid in targets else s)
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    checks = result["checks"]
+    checks = [c for c in result["checks"] if not c["check"].startswith("engine-2p")]  # WorldMark's own
     bad = [c for c in checks if not c["ok"]]
     lines += ["", f"Checks: {len(checks) - len(bad)} of {len(checks)} pass "
               f"(GT >= {GT_MIN:g} on control and memory metrics, purity >= 85; each fault lowers its target by its "
@@ -146,4 +248,6 @@ def markdown(result: dict) -> str:
         lines.append(f"| {f} | {', '.join(t)} | {margin:g} |")
     if bad:
         lines += ["", "Failing checks:", ""] + [f"- {c['check']}: {c['value']}" for c in bad]
+    if result.get("multiworld"):
+        lines += ["", multiworld_markdown(result["multiworld"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
