@@ -41,11 +41,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from worldgate.trajectories.core import Look, Move
+from worldgate.trajectories.core import Move
 
 from .base import AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
+from .keymouse import key_mouse_rows
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.10  # inference.py:33
@@ -77,24 +76,8 @@ class ForgeWM(RepoAdapter):
         n = traj.n_frames(self.FPS)  # frames after the conditioning frame
         L = 3 * math.ceil((n + 4) / 12)  # smallest multiple of 3 with 4L - 3 >= n + 1
         F = 4 * L - 3
-        kb = np.zeros((F, 6), np.float32)
-        ms = np.zeros((F, 2), np.float32)
-        bounds = traj.boundaries()
-        segs = []
-        for s, t0, t1 in zip(traj.segments, bounds[:-1], bounds[1:]):
-            a = int(math.ceil(round(t0 * self.FPS, 9)))  # rows of the commands at t in [t0, t1)
-            b = int(math.ceil(round(t1 * self.FPS, 9)))
-            segs.append((a + 1, b + 1))  # row j acts first on frame j + 1 (action_module.py:223-231)
-            if s.move is not Move.IDLE:
-                kb[a:b, KEY_ORDER.index(s.move)] = 1.0
-            if s.look is Look.PITCH_UP:
-                ms[a:b, 0] = CAM_VALUE
-            elif s.look is Look.PITCH_DOWN:
-                ms[a:b, 0] = -CAM_VALUE
-            elif s.look is Look.YAW_RIGHT:
-                ms[a:b, 1] = CAM_VALUE
-            elif s.look is Look.YAW_LEFT:
-                ms[a:b, 1] = -CAM_VALUE
+        kb, ms, rows = key_mouse_rows(traj, self.FPS, F, 6, CAM_VALUE, key_order=KEY_ORDER)
+        segs = [(a + 1, b + 1) for a, b in rows]  # row j acts first on frame j + 1 (action_module.py:223-231)
         caveats = ["mouse magnitude is the inference palette's 0.10 per frame (inference.py:33): the commanded turn "
                    "rate is not matched",
                    "move speed is the model's own: the commanded speed is not matched",

@@ -46,11 +46,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from worldgate.trajectories.core import Look, Move
+from worldgate.trajectories.core import Move
 
 from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .keymouse import key_mouse_rows
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.05  # condtions.py:56
@@ -94,24 +93,8 @@ class MatrixGame1(RepoAdapter):
                 f"matrix-game-1: case {case.id} needs {F} frames ({traj.duration:g} s at {self.FPS:g} fps) in one "
                 f"clip; max_frames={self.max_frames} (the release makes {TRAINED_FRAMES}-frame clips and has no "
                 "continuation): shorten the trajectory or raise max_frames")
-        kb = np.zeros((F, 6), np.float32)
-        ms = np.zeros((F, 2), np.float32)
-        bounds = traj.boundaries()
-        segs = []
-        for s, t0, t1 in zip(traj.segments, bounds[:-1], bounds[1:]):
-            a = int(math.ceil(round(t0 * self.FPS, 9)))  # rows of the commands at t in [t0, t1)
-            b = int(math.ceil(round(t1 * self.FPS, 9)))
-            segs.append((a + 1, b + 1))  # row j acts first on frame j + 1 (motion_module.py:252-255)
-            if s.move is not Move.IDLE:
-                kb[a:b, KEY_ORDER.index(s.move)] = 1.0
-            if s.look is Look.PITCH_UP:
-                ms[a:b, 0] = CAM_VALUE
-            elif s.look is Look.PITCH_DOWN:
-                ms[a:b, 0] = -CAM_VALUE
-            elif s.look is Look.YAW_RIGHT:
-                ms[a:b, 1] = CAM_VALUE
-            elif s.look is Look.YAW_LEFT:
-                ms[a:b, 1] = -CAM_VALUE
+        kb, ms, rows = key_mouse_rows(traj, self.FPS, F, 6, CAM_VALUE, key_order=KEY_ORDER)
+        segs = [(a + 1, b + 1) for a, b in rows]  # row j acts first on frame j + 1 (motion_module.py:252-255)
         caveats = ["mouse magnitude is the benchmark constant 0.05 per frame (condtions.py:56): the commanded turn "
                    "rate is not matched",
                    "move speed is Minecraft's own: the commanded speed is not matched",

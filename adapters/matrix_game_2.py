@@ -43,11 +43,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from worldgate.trajectories.core import Look, Move
+from worldgate.trajectories.core import Move
 
 from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
+from .keymouse import key_mouse_rows
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.1
@@ -83,24 +82,7 @@ class MatrixGame2(RepoAdapter):
         n = traj.n_frames(self.FPS)  # frames after the conditioning frame
         L = 3 * math.ceil((n + 4) / 12)  # smallest multiple of 3 with 4L - 3 >= n + 1
         F = 4 * L - 3
-        kb = np.zeros((F, 4), np.float32)
-        ms = np.zeros((F, 2), np.float32)
-        bounds = traj.boundaries()
-        segs = []
-        for s, t0, t1 in zip(traj.segments, bounds[:-1], bounds[1:]):
-            a = lag + int(math.ceil(round(t0 * self.FPS, 9)))
-            b = lag + int(math.ceil(round(t1 * self.FPS, 9)))
-            segs.append((a, b))
-            if s.move is not Move.IDLE:
-                kb[a:b, KEY_ORDER.index(s.move)] = 1.0
-            if s.look is Look.PITCH_UP:
-                ms[a:b, 0] = CAM_VALUE
-            elif s.look is Look.PITCH_DOWN:
-                ms[a:b, 0] = -CAM_VALUE
-            elif s.look is Look.YAW_RIGHT:
-                ms[a:b, 1] = CAM_VALUE
-            elif s.look is Look.YAW_LEFT:
-                ms[a:b, 1] = -CAM_VALUE
+        kb, ms, segs = key_mouse_rows(traj, self.FPS, F, 4, CAM_VALUE, lag=lag, key_order=KEY_ORDER)
         if lag:
             kb[0], ms[0] = kb[1], ms[1]  # row 0 (the conditioning frame) is the padding source: the first command
         caveats = ["mouse magnitude is the model's constant 0.1 per frame: the commanded turn rate is not matched",
