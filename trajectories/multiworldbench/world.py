@@ -251,6 +251,13 @@ def avatar_boxes(c2w: np.ndarray, player: str) -> list[Box]:
     return out
 
 
+def _rowmat(a: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``a @ M`` for (..., 3) rows and a 3x3 M, summed in a fixed order without BLAS: BLAS's result may differ in the
+    last bit with its thread count (which other code in the process may change), and one bit flips a box edge, so
+    the same rollout would not render the same bytes."""
+    return a[..., 0:1] * M[0] + a[..., 1:2] * M[1] + a[..., 2:3] * M[2]
+
+
 def cast_boxes(K, c2w: np.ndarray, width: int, height: int, boxes: list[Box]):
     """Analytic ray casting of boxes from a pinhole camera (K = [fx, fy, cx, cy], pixel centres at integer
     coordinates, the Engine's convention). Returns (z-depth (H, W) float32, inf where nothing is hit; index of the
@@ -269,7 +276,7 @@ def cast_boxes(K, c2w: np.ndarray, width: int, height: int, boxes: list[Box]):
         cyaw, syaw = math.cos(b.yaw), math.sin(b.yaw)
         Rb = np.array([[cyaw, 0, syaw], [0, 1, 0], [-syaw, 0, cyaw]])
         corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * np.asarray(b.half)
-        pc = (corners @ Rb.T + np.asarray(b.center)) @ w2c[:3, :3].T + w2c[:3, 3]
+        pc = _rowmat(_rowmat(corners, Rb.T) + np.asarray(b.center), w2c[:3, :3].T) + w2c[:3, 3]
         if (pc[:, 2] <= 0.05).all():
             continue
         if (pc[:, 2] <= 0.05).any():
@@ -286,14 +293,14 @@ def cast_boxes(K, c2w: np.ndarray, width: int, height: int, boxes: list[Box]):
     v = (np.arange(y0, y1 + 1) - cy) / fy
     h_, w_ = len(v), len(u)
     d_cam = np.stack(np.broadcast_arrays(u[None, :], v[:, None], np.ones((h_, w_))), axis=-1)  # z = 1: t = z-depth
-    d_w = d_cam @ c2w[:3, :3].T
+    d_w = _rowmat(d_cam, c2w[:3, :3].T)
     o_w = c2w[:3, 3]
     sub_d, sub_i, sub_s = depth[y0:y1 + 1, x0:x1 + 1], index[y0:y1 + 1, x0:x1 + 1], shade[y0:y1 + 1, x0:x1 + 1]
     for bi, b in enumerate(boxes):
         cyaw, syaw = math.cos(b.yaw), math.sin(b.yaw)
         Rb = np.array([[cyaw, 0, syaw], [0, 1, 0], [-syaw, 0, cyaw]])  # box-to-world rotation (yaw about +Y)
-        o = Rb.T @ (o_w - np.asarray(b.center))
-        d = d_w @ Rb  # = (Rb^T d_w^T)^T
+        o = _rowmat(o_w - np.asarray(b.center), Rb)  # Rb^T (o_w - c)
+        d = _rowmat(d_w, Rb)  # = (Rb^T d_w^T)^T
         h = np.asarray(b.half)
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = 1.0 / d
