@@ -28,8 +28,8 @@ from .master import MasterConfig
 #: key sequence -> WorldMark action id (pr:13-17)
 ACTION_OF_KEYS = {v: k for k, v in ACTION_TABLE.items()}
 MOVE_KEYS, LOOK_KEYS = set("WSAD"), set("LR")
-#: the classical parallax samples: half-width (s) of the window of pose pairs whose majority model choice
-#: (rotation only, or translation) a picked pair must share for its triangulated depths to count
+#: the classical parallax samples: a picked pair's triangulated depths count only when its model choice
+#: (translation) is the majority's both over its segment and within this half-width (s) around it
 VOTE_S = 0.5
 
 
@@ -104,6 +104,10 @@ def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[
     raw = {}
     for j in lat:
         iv, uu = [], []
+        lo, hi = int(j * n_frames / len(keys)), int((j + 1) * n_frames / len(keys))
+        # the segment's motion type is one: when most of its pose pairs are rotation-only, the pairs called
+        # translational are misjudged turns (their depths are noise) and every point counts as at infinity
+        turn = 2 * int(moving[lo:hi].sum()) < int(valid[lo:hi].sum())
         for i in _picks(j, len(keys), n_frames):
             f = i - i % gap  # the estimated pair nearest the frame WorldMark picks
             if f >= len(valid) or not valid[f]:
@@ -111,7 +115,7 @@ def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[
             sel = order[starts[f]:starts[f + 1]]
             d, u = iv_all[sel].astype(float), u_all[sel].astype(float) * scale
             win = slice(max(0, f - half), f + half + 1)
-            if moving[f] and 2 * int(moving[win].sum()) < int(valid[win].sum()):
+            if moving[f] and (turn or 2 * int(moving[win].sum()) < int(valid[win].sum())):
                 # the camera's motion is smooth: a pair whose model choice (translation) the pairs around it do not
                 # share is a misjudged rotation, and its depths are noise; its points are at infinity like theirs
                 d = np.zeros_like(d)
