@@ -209,6 +209,26 @@ def test_classical_parallax_outvotes_a_lone_translational_pair():
     assert parallax_fit(raw, ["R"])[0]["p_trans"] == 0.0
 
 
+def test_classical_parallax_a_turns_majority_decides_its_motion_type():
+    """A stretch of pairs called translational inside a turn (a third of its pairs, together: the local window alone
+    would keep them) is outvoted by the segment: a turn whose pairs mostly need no translation has no parallax."""
+    from worldgate.evaluate.worldmark.flow_eval import parallax_fit
+    rng = np.random.default_rng(6)
+    rows = {k: (False, np.zeros(30), np.full(30, 6.0) + rng.normal(0, 0.1, 30)) for k in range(0, 80, 2)}
+    for k in range(14, 40, 2):  # 13 of 40 pairs, around the picks at 20 and 36
+        d = rng.uniform(0.05, 0.5, 30)
+        rows[k] = (True, d, 6.0 + 20 * d)
+    f = _feat(n=80)
+    f["poses"] = _px_poses(80, rows)
+    raw, _ = WP.parallax(f, ["R"], 82, 0.5)
+    assert not raw[0][0].any() and parallax_fit(raw, ["R"])[0]["p_yaw"] == 1.0
+    # the same pairs in a strafe (most pairs translational) keep their depths
+    rows = {k: (True, rng.uniform(0.05, 0.5, 30), None) for k in range(0, 80, 2)}
+    rows = {k: (m, d, -30 * d + 1.0) for k, (m, d, _) in rows.items()}
+    f["poses"] = _px_poses(80, rows)
+    assert parallax_fit(WP.parallax(f, ["A"], 82, 0.5)[0], ["A"])[0]["p_trans"] > 0.9
+
+
 def test_classical_pose_pairs_triangulate_inverse_depth():
     """PoseExtractor's parallax samples of a sideways step: inverse depth proportional to 1/Z of the true points
     (unit baseline), u their horizontal flow in 640-wide pixels."""
