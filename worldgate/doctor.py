@@ -41,9 +41,6 @@ ANCHOR_MODELS = [
     ("Depth Anything 3", ("WorldMark parallax split (fe:41-42, 193); WorldMemBench camera following; stand-in for "
                           "depth: Depth Anything V2"), "hub (+ PyPI depth-anything-3)", "depth-anything/DA3-LARGE-1.1", "CC BY-NC 4.0",
      "pip install depth-anything-3 && hf download depth-anything/DA3-LARGE-1.1", lambda: da3_status()[1]),
-    ("VGGT-Omega", "WorldMark global memory (vg:18-94)", "checkout", "a VGGT-Omega checkout + its gated weights",
-     "see its repository", "git clone the VGGT-Omega repository; fetch its checkpoint",
-     lambda: "no package and no transformers class: a model repository the user points at (not wired yet)"),
     ("Q-Align (mPLUG-Owl2)", "WorldMark QA_q, QA_a (qa:25-51)", "hub", "q-future/one-align", "see its model card",
      "hf download q-future/one-align",
      lambda: "upstream code pins transformers 4.36; pyiqa 0.1.16's port (transformers >= 5, images only) is not wired"),

@@ -14,12 +14,13 @@ import math
 
 import numpy as np
 
+from ..learned_vggt import global_memory_score
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from .consistency import MemoryConfig, c1_entry, c2_entry, hardcut_record, split_delta
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
-from .master import COLS, master_rows
 from .geometry import global_memory
+from .master import COLS, master_rows
 from .params import PARAMS
 from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
 
@@ -40,7 +41,7 @@ for _s, _n in (("trans", "translation"), ("rot", "rotation")):
 METRICS.update({
     "local_memory": metric("Local Memory", B, needs=("flow", "appearance")),
     "revisit_memory": metric("Revisit Memory", B, needs=("flow", "appearance", "poses")),
-    "global_memory": metric("Global Memory", B, needs=("geometry",)),
+    "global_memory": metric("Global Memory", B, needs=("geometry", "vggt_global")),
     "qalign_quality": metric("Q-Align Quality", B, needs=("qalign",)),
     "qalign_aesthetic": metric("Q-Align Aesthetic", B, needs=("qalign",)),
     "visual_quality": metric("Visual Quality (worldgate proxy)", B, needs=("quality",)),
@@ -85,7 +86,10 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
             cuts = cut_frames(A["frame_diff"], P["hardcut_diff"])
         out.update(emb=np.asarray(A["emb"], float), cuts=cuts, width=int(rec.get("width") or 640),
                    transnet="transnet_p" in A)
-    if "geometry" in feat:
+    if "vggt_global" in feat:  # WorldMark's own model: its per-video e (vg:90-92); no_covis videos have none (fm)
+        e = float(np.asarray(feat["vggt_global"]["global_median_e"]))
+        out["global_e"] = e if math.isfinite(e) else None
+    elif "geometry" in feat:
         g = global_memory(feat, rec, backend, P)
         out["global_e"] = (g.detail or {}).get("median_err")
     return out
@@ -157,7 +161,9 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
                 out[mid] = na("not a WorldMark round trip (revisit memory scores actions 6, 7, 8, 11, 12, 14)")
             else:
                 out[mid] = na("trip skipped by WorldMark's gates: " + ", ".join(sorted(c2.get("reasons", []))))
-        elif col == "Global" and "geometry" in feat:  # one video: 100 / (1 + e / tau) (fm:90 with a single e)
+        elif col == "Global" and "vggt_global" in feat:  # one video: 100 / (1 + e / tau) (fm:90 with one e)
+            out[mid] = global_memory_score(feat["vggt_global"], P["global_tau"])
+        elif col == "Global" and "geometry" in feat:
             out[mid] = global_memory(feat, rec, backend, P)
     return out
 
@@ -223,8 +229,11 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
 
 BENCHMARK = Benchmark(
     name="worldmark", title="WorldMark", metrics=METRICS, params=PARAMS, views=1,
-    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry"), score=score, finish=finish,
+    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry", "vggt_global"), score=score,
+    finish=finish,
     collect=collect,
     unavailable={"learned": {
-        "global_memory": "VGGT-Omega is not packaged in this build (WorldMark's global memory runs it)"}},
+        "global_memory": "VGGT-Omega (WorldMark's global memory model) is not configured: set VGGT_OMEGA_PATH to a "
+                         "facebookresearch/vggt-omega checkout and VGGT_OMEGA_CKPT to vggt_omega_1b_512.pt "
+                         "(worldgate doctor says what is missing)"}},
 )

@@ -1,0 +1,395 @@
+"""WorldMark's global memory under ``--backend learned``: VGGT-Omega from a checkout the user points at.
+
+VGGT-Omega (facebookresearch/vggt-omega, FAIR Noncommercial Research License) has no package and no transformers
+class, and its checkpoints are gated on the Hub. It is therefore treated like the official-code runners
+(adapters/repo.py): a checkout plus a weights file, named by ``VGGT_OMEGA_PATH`` / ``VGGT_OMEGA_CKPT`` (WorldMark's
+own variables, wc:33-35) or by the extractor's arguments, checked once (:func:`check`) before the first record, each
+missing piece named with the command that gets it.
+
+The protocol is WorldMark's ``evaluation/worldmark/vggt_omega_global_c3.py`` (vg, AlayaLab/WorldMark 26f33a81),
+reimplemented here:
+
+- frames at 1 fps (a step of ``round(fps)`` frames), 6 evenly spaced where that gives fewer than 6, at most 64
+  evenly spaced (vg:35-39); each written as a PNG (RGB, vg:43-48) and loaded with the checkout's
+  ``load_and_preprocess_images(paths, image_resolution=512)`` (vg:49);
+- ``VGGTOmega()`` with the checkpoint's state dict (vg:20-24), run once on all picked frames (vg:50-51);
+  ``encoding_to_camera(pose_enc, HW)`` gives world-to-camera extrinsics and intrinsics (vg:52-56);
+- :func:`global_from_predictions` (vg:57-94): depth back-projected to world points; for every ordered pair (i, j)
+  the confident grid points of i (every 16th pixel, confidence at or above the 0.3 quantile of all confidences)
+  projected into j; a point is co-visible where it lands inside j in front of it, its depth over j's depth there is
+  in (0.7, 1.4) and j's confidence there passes the same threshold; pairs with fewer than 5 points inside or 5
+  co-visible points are skipped; the error of a point is its distance to j's world point at that pixel over the
+  median depth; the video's e is the median over every pair's points pooled.
+
+The feature holds WorldMark's per-video record (``global_median_e`` rounded to 5 places, ``global_mean_e``,
+``global_score`` = 100 / (1 + e), ``covis_ratio``), NaN where no pair is co-visible (vg:88-89 ``no_covis``);
+WorldMark's tau (0.05, fm:90) is applied by the benchmark (:func:`global_memory_score` for one video).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .features import Extractor, FeatureError
+from .score import Score, na
+
+#: vg:18 and vg:49
+STRIDE_SEC = 1.0
+MAX_FRAMES = 64
+MIN_FRAMES = 6
+GRID_STEP = 16
+OCC_LO, OCC_HI = 0.7, 1.4
+CONF_Q = 0.3
+IMAGE_RESOLUTION = 512
+DEFAULT_FPS = 16.0  # vg:35: a video without an average fps is taken as 16 fps
+
+REPO_URL = "https://github.com/facebookresearch/vggt-omega"
+HF_REPO = "facebook/VGGT-Omega"
+CKPT_FILE = "vggt_omega_1b_512.pt"  # VGGT-Omega-1B-512, the 512 px checkpoint VGGTOmega() builds (its README)
+LICENCE = "FAIR Noncommercial Research License (code); gated checkpoints (request access on the Hub)"
+ENV_PATH, ENV_CKPT = "VGGT_OMEGA_PATH", "VGGT_OMEGA_CKPT"
+CLONE_CMD = f"git clone {REPO_URL}"
+#: what the checkout's inference code imports (torch, torchvision, numpy, Pillow; its requirements.txt also pins
+#: numpy<2 and opencv-python, which would replace this environment's numpy and opencv-python-headless)
+DEPS_CMD = ("pip install torchvision Pillow  (the packages vggt_omega/ imports; not its requirements.txt, "
+            "which pins numpy<2)")
+FETCH_CMD = (f"hf download {HF_REPO} {CKPT_FILE} --local-dir WEIGHTS  "
+             f"(gated: request access at https://huggingface.co/{HF_REPO} first)")
+
+#: module in the checkout -> (file, the name it must define)
+MODULES = {
+    "vggt_omega.models": ("vggt_omega/models/__init__.py", "VGGTOmega"),
+    "vggt_omega.utils.load_fn": ("vggt_omega/utils/load_fn.py", "load_and_preprocess_images"),
+    "vggt_omega.utils.pose_enc": ("vggt_omega/utils/pose_enc.py", "encoding_to_camera"),
+}
+
+
+class MissingVGGTOmega(FeatureError, ValueError):
+    """The VGGT-Omega checkout or its weights are not usable here (a user error: printed as one message)."""
+
+
+# --- the protocol (vg:33-94) -----------------------------------------------------------------------------------------
+
+def pick_frames(n_frames: int, fps: float | None) -> list[int]:
+    """The frames VGGT-Omega sees of a video of ``n_frames`` at ``fps`` (vg:35-39)."""
+    n = int(n_frames)
+    if n <= 0:
+        return []
+    fps = fps or DEFAULT_FPS
+    step = max(1, round(STRIDE_SEC * fps))  # Python's round, as vg:36 (24.5 fps -> 24)
+    picks = list(range(0, n, step))
+    if len(picks) < MIN_FRAMES:
+        picks = sorted({int(x) for x in np.linspace(0, n - 1, MIN_FRAMES)})
+    if len(picks) > MAX_FRAMES:
+        picks = [picks[k] for k in np.linspace(0, len(picks) - 1, MAX_FRAMES).astype(int)]
+    return picks
+
+
+def _at(img: np.ndarray, px: np.ndarray, py: np.ndarray) -> np.ndarray:
+    """Nearest-lower pixel lookup, clamped to the image (vg:27-30)."""
+    h, w = img.shape[:2]
+    with np.errstate(invalid="ignore"):
+        col = np.clip(np.floor(px).astype(int), 0, w - 1)
+        row = np.clip(np.floor(py).astype(int), 0, h - 1)
+    return img[row, col]
+
+
+def world_points(depth: np.ndarray, extr: np.ndarray, intr: np.ndarray) -> np.ndarray:
+    """(K, H, W, 3) float32 world points of every pixel: depth through the intrinsics, then camera-to-world with the
+    inverse of the world-to-camera [R | t] (vg:59-66)."""
+    k_n, h, w = depth.shape
+    rows, cols = np.mgrid[0:h, 0:w]
+    out = np.zeros((k_n, h, w, 3), np.float32)
+    for k in range(k_n):
+        K, d = intr[k], depth[k]
+        cam = np.stack([(cols - K[0, 2]) / K[0, 0] * d, (rows - K[1, 2]) / K[1, 1] * d, d], -1)
+        rot, trans = extr[k][:, :3], extr[k][:, 3]
+        out[k] = (cam - trans) @ rot  # R^T (x - t), row vectors
+    return out
+
+
+def pair_errors(depth, conf, extr, intr) -> tuple[list[np.ndarray], int, int, int]:
+    """(per-pair error arrays, co-visible points, points inside, pairs skipped for < 5 inside) over every ordered pair
+    of frames (vg:67-87)."""
+    depth = np.asarray(depth, np.float32)
+    conf = np.asarray(conf, np.float32)
+    extr = np.asarray(extr, np.float32)
+    intr = np.asarray(intr, np.float32)
+    k_n, h, w = depth.shape
+    wp = world_points(depth, extr, intr)
+    scale = float(np.median(depth[depth > 1e-6]))
+    thr = np.quantile(conf, CONF_Q)
+    rows, cols = np.mgrid[0:h, 0:w]
+    grid_r, grid_c = rows[::GRID_STEP, ::GRID_STEP].ravel(), cols[::GRID_STEP, ::GRID_STEP].ravel()
+    errs, n_cov, n_in, n_out = [], 0, 0, 0
+    for i in range(k_n):
+        keep = conf[i][grid_r, grid_c] >= thr
+        src = wp[i][grid_r[keep], grid_c[keep]]
+        for j in range(k_n):
+            if j == i:
+                continue
+            rot, trans, K = extr[j][:, :3], extr[j][:, 3], intr[j]
+            xc = src @ rot.T + trans
+            z = xc[:, 2]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                px = K[0, 0] * xc[:, 0] / z + K[0, 2]
+                py = K[1, 1] * xc[:, 1] / z + K[1, 2]
+            inside = (z > 1e-6) & (px >= 0) & (px < w) & (py >= 0) & (py < h)
+            if inside.sum() < 5:
+                n_out += 1
+                continue
+            ratio = z / np.maximum(_at(depth[j], px, py), 1e-6)
+            cov = inside & (ratio > OCC_LO) & (ratio < OCC_HI) & (_at(conf[j], px, py) >= thr)
+            n_in += int(inside.sum())
+            n_cov += int(cov.sum())
+            if cov.sum() < 5:
+                continue
+            target = _at(wp[j], px[cov], py[cov])
+            errs.append(np.linalg.norm(src[cov] - target, axis=1) / scale)
+    return errs, n_cov, n_in, n_out
+
+
+def global_from_predictions(depth, conf, extr, intr) -> dict:
+    """WorldMark's per-video global record from VGGT-Omega's predictions (vg:57-94): depth and confidence (K, H, W),
+    world-to-camera extrinsics (K, 3, 4), intrinsics (K, 3, 3). ``{"na": "no_covis"}`` where no pair has 5
+    co-visible points."""
+    errs, n_cov, n_in, _ = pair_errors(depth, conf, extr, intr)
+    return _record(errs, n_cov, n_in)
+
+
+def _record(errs: list, n_cov: int, n_in: int) -> dict:
+    """vg:88-94: the pooled errors' median and mean, 100 / (1 + median), the co-visible share of the points inside."""
+    if not errs:
+        return {"na": "no_covis"}
+    e = np.concatenate(errs)
+    med = float(np.median(e))
+    return {"global_median_e": round(med, 5), "global_mean_e": round(float(np.mean(e)), 5),
+            "global_score": round(100.0 / (1.0 + med), 3), "covis_ratio": round(n_cov / max(1, n_in), 3)}
+
+
+def global_memory_score(G: dict, tau: float) -> Score:
+    """One video's global memory from the ``vggt_global`` feature: 100 / (1 + e / tau) (fm:90 with one video's e),
+    the detail named as the classical global memory's (``median_err``, ``pairs``)."""
+    e = float(np.asarray(G.get("global_median_e", np.nan)).reshape(-1)[0]) if "global_median_e" in G else np.nan
+    detail = {"frames": int(np.size(G.get("frame", ()))), "pairs": int(np.asarray(G.get("pairs", 0))),
+              "points": int(np.asarray(G.get("points", 0))),
+              "covis_ratio": float(np.asarray(G.get("covis_ratio", np.nan)))}
+    if not np.isfinite(e):
+        return na("VGGT-Omega: no frame pair has 5 co-visible points (WorldMark's no_covis, vg:88-89)")
+    detail |= {"median_err": e, "mean_err": float(np.asarray(G.get("global_mean_e", np.nan)))}
+    return Score(100.0 / (1.0 + e / tau), detail=detail)
+
+
+# --- the checkout (checked once, like adapters/repo.py) --------------------------------------------------------------
+
+def resolve(path=None, ckpt=None) -> tuple[str | None, str | None]:
+    """The checkout and weights: the arguments, else ``VGGT_OMEGA_PATH`` / ``VGGT_OMEGA_CKPT`` (read now)."""
+    return (str(path) if path else os.environ.get(ENV_PATH) or None,
+            str(ckpt) if ckpt else os.environ.get(ENV_CKPT) or None)
+
+
+def configured() -> bool:
+    """Whether the user pointed worldgate at a VGGT-Omega checkout (``VGGT_OMEGA_PATH``)."""
+    return bool(resolve()[0])
+
+
+def missing(path=None, ckpt=None, import_modules: bool = True) -> list[dict]:
+    """What is missing for the ``vggt_global`` feature, as ``learned.missing_models`` rows (feature, what, source,
+    id, licence, fetch); empty when the checkout imports and the weights file is there. Nothing is downloaded."""
+    path, ckpt = resolve(path, ckpt)
+
+    def row(what, mid, fetch):
+        return {"feature": "vggt_global", "what": what, "source": "checkout", "id": mid, "licence": LICENCE,
+                "fetch": fetch}
+
+    out = []
+    repo = Path(path).expanduser() if path else None
+    if repo is None:
+        out.append(row("VGGT-Omega checkout (WorldMark global memory, vg:9-14)", f"${ENV_PATH} (not set)",
+                       f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/vggt-omega"))
+    elif not repo.is_dir():
+        out.append(row("VGGT-Omega checkout (WorldMark global memory, vg:9-14)", f"{ENV_PATH}={repo} (no such folder)",
+                       f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/vggt-omega"))
+    else:
+        absent = []
+        for mod, (rel, name) in MODULES.items():
+            f = repo / rel
+            if not f.is_file() or name not in f.read_text(errors="replace"):
+                absent.append(f"{mod}.{name} ({rel})")
+        if absent:
+            out.append(row("VGGT-Omega checkout lacks " + ", ".join(absent), f"{ENV_PATH}={repo}",
+                           f"is it a checkout of {REPO_URL}? `git -C {repo} pull`, or {CLONE_CMD}"))
+        elif import_modules:
+            try:
+                import_checkout(repo)
+            except Exception as e:  # noqa: BLE001 - any import failure of the user's checkout is what to report
+                last = (str(e).strip().splitlines() or [""])[-1][:200]
+                out.append(row(f"VGGT-Omega checkout does not import ({type(e).__name__}: {last})",
+                               f"{ENV_PATH}={repo}", DEPS_CMD))
+    if not ckpt:
+        out.append(row("VGGT-Omega-1B-512 weights (vg:17, 23)", f"${ENV_CKPT} (not set)",
+                       f"{FETCH_CMD}; then export {ENV_CKPT}=WEIGHTS/{CKPT_FILE}"))
+    elif not Path(ckpt).expanduser().is_file():
+        out.append(row("VGGT-Omega-1B-512 weights (vg:17, 23)", f"{ENV_CKPT}={ckpt} (no such file)",
+                       f"{FETCH_CMD}; then export {ENV_CKPT}=WEIGHTS/{CKPT_FILE}"))
+    return out
+
+
+def check(path=None, ckpt=None, import_modules: bool = True) -> dict:
+    """Fail once, in seconds, before any record, naming every missing piece with the command that gets it; returns
+    the resolved ``{"repo": Path, "ckpt": Path}``."""
+    miss = missing(path, ckpt, import_modules)
+    if miss:
+        lines = [f"  {m['what']}: {m['id']}\n    -> {m['fetch']}" for m in miss]
+        raise MissingVGGTOmega(
+            "WorldMark's global memory under --backend learned runs VGGT-Omega from a checkout you point at "
+            f"({ENV_PATH}=CHECKOUT, {ENV_CKPT}=WEIGHTS_FILE; it has no package):\n" + "\n".join(lines)
+            + "\nor use --backend classical (global memory from two-view geometry)")
+    path, ckpt = resolve(path, ckpt)
+    return {"repo": Path(path).expanduser().resolve(), "ckpt": Path(ckpt).expanduser().resolve()}
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_checkout(repo) -> dict:
+    """``{"VGGTOmega", "load_and_preprocess_images", "encoding_to_camera"}`` imported from the checkout at ``repo``
+    (put first on sys.path, as vg:9 does); a ``vggt_omega`` already imported from elsewhere is replaced."""
+    repo = Path(repo).expanduser().resolve()
+    with _IMPORT_LOCK:
+        loaded = sys.modules.get("vggt_omega")
+        origin = getattr(loaded, "__file__", None) if loaded is not None else None
+        if loaded is not None and (origin is None or repo not in Path(origin).resolve().parents):
+            for name in [m for m in sys.modules if m == "vggt_omega" or m.startswith("vggt_omega.")]:
+                del sys.modules[name]
+        if str(repo) in sys.path:
+            sys.path.remove(str(repo))
+        sys.path.insert(0, str(repo))
+        importlib.invalidate_caches()
+        return {name: getattr(importlib.import_module(mod), name) for mod, (_, name) in MODULES.items()}
+
+
+_MODELS: dict = {}  # (checkout, weights, device) -> (model, functions): loaded once per process, kept across records
+_MODELS_LOCK = threading.Lock()
+
+
+def load_model(repo, ckpt, device: str = "cpu"):
+    """The checkout's ``VGGTOmega()`` with the checkpoint's state dict, in eval mode on ``device`` (vg:20-24), and the
+    checkout's functions; loaded once per (checkout, weights, device)."""
+    key = (str(repo), str(ckpt), str(device))
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            import torch  # optional: the learned extra
+
+            fns = import_checkout(repo)
+            model = fns["VGGTOmega"]()
+            try:
+                state = torch.load(str(ckpt), map_location="cpu", weights_only=True)
+                model.load_state_dict(state)
+            except (OSError, RuntimeError, ValueError, KeyError, EOFError) as e:
+                raise MissingVGGTOmega(
+                    f"cannot load the VGGT-Omega weights {ckpt} into VGGTOmega() ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200] if str(e) else ''}): {ENV_CKPT} must be the 512 px checkpoint "
+                    f"({FETCH_CMD})") from None
+            _MODELS[key] = (model.to(device).eval(), fns)
+        return _MODELS[key]
+
+
+class VGGTOmegaGlobal(Extractor):
+    """WorldMark's global memory quantities from VGGT-Omega (vg:33-94) on the frames :func:`pick_frames` chooses,
+    written as PNGs at the video's size and loaded with the checkout's own preprocessing at 512 px."""
+
+    name = "vggt_global"
+    version = "1"
+    backend = "learned"
+    max_side = None  # native frames: the checkout's load_and_preprocess_images resizes (vg:45, 49)
+
+    def __init__(self, path=None, ckpt=None, device: str | None = None, image_resolution: int = IMAGE_RESOLUTION):
+        self.path, self.ckpt, self.device, self.image_resolution = path, ckpt, device, int(image_resolution)
+        self._paths = None
+
+    def _device(self) -> str:
+        """The given device, else CUDA where visible (VGGT-Omega's forward autocasts on CUDA, vg:23), else CPU."""
+        if self.device is None:
+            import torch  # optional: the learned extra
+
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
+
+    def check(self, import_modules: bool = True) -> dict:
+        if self._paths is None:
+            self._paths = check(self.path, self.ckpt, import_modules)
+        return self._paths
+
+    def start(self, rec):
+        super().start(rec)
+        self.check()
+        self.n_known = rec.n_frames > 0
+        self.keep = set(pick_frames(rec.n_frames, rec.fps)) if self.n_known else None
+        self.work = Path(tempfile.mkdtemp(prefix="worldgate-vggt-"))
+        self.written: dict[int, Path] = {}
+        self.seen = 0
+
+    def needs_frame(self, i):
+        return self.keep is None or i in self.keep
+
+    def update(self, i, frame):
+        if frame is None:
+            return
+        self.seen = max(self.seen, i + 1)
+        if self.keep is not None and i not in self.keep:
+            return
+        p = self.work / f"{i:06d}.png"
+        if not cv2.imwrite(str(p), cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2BGR)):
+            raise FeatureError(f"could not write frame {i} as PNG under {self.work}")
+        self.written[i] = p
+
+    def predictions(self, paths: list[Path]) -> dict[str, np.ndarray]:
+        """depth, conf (K, H, W), extr (K, 3, 4), intr (K, 3, 3) as float32, from one forward pass (vg:49-56)."""
+        import torch  # optional: the learned extra
+
+        device = self._device()
+        model, fns = load_model(self._paths["repo"], self._paths["ckpt"], device)
+        imgs = fns["load_and_preprocess_images"]([str(p) for p in paths], image_resolution=self.image_resolution)
+        with torch.inference_mode():
+            pred = model(imgs.to(device))
+            hw = pred["images"].shape[-2:]
+            extr, intr = fns["encoding_to_camera"](pred["pose_enc"], hw)
+        return {"depth": pred["depth"][0, :, :, :, 0].float().cpu().numpy(),
+                "conf": pred["depth_conf"][0].float().cpu().numpy(),
+                "extr": extr[0].float().cpu().numpy(), "intr": intr[0].float().cpu().numpy()}
+
+    def finish(self):
+        try:
+            picks = pick_frames(self.seen, self.rec.fps) if not self.n_known else sorted(self.keep)
+            picks = [i for i in picks if i in self.written]
+            if len(picks) < 2:
+                raise FeatureError(f"VGGT-Omega needs at least 2 frames, the video gave {len(picks)}")
+            P = self.predictions([self.written[i] for i in picks])
+        finally:
+            shutil.rmtree(self.work, ignore_errors=True)
+        if len(P["depth"]) != len(picks):
+            raise FeatureError(f"VGGT-Omega returned {len(P['depth'])} depth maps for {len(picks)} frames")
+        errs, n_cov, n_in, _ = pair_errors(P["depth"], P["conf"], P["extr"], P["intr"])
+        g = _record(errs, n_cov, n_in)
+        nan = float("nan")
+        return {"frame": np.asarray(picks, np.int32), "image_hw": np.asarray(P["depth"].shape[1:], np.int32),
+                "global_median_e": np.float64(g.get("global_median_e", nan)),
+                "global_mean_e": np.float64(g.get("global_mean_e", nan)),
+                "global_score": np.float64(g.get("global_score", nan)),
+                "covis_ratio": np.float64(round(n_cov / max(1, n_in), 3)),
+                "pairs": np.int64(len(errs)), "points": np.int64(sum(len(e) for e in errs))}
+
+    def config(self):
+        return {**super().config(), "model": "VGGT-Omega-1B-512 (checkout)", "image_resolution": self.image_resolution,
+                "stride_s": STRIDE_SEC, "max_frames": MAX_FRAMES, "grid_step": GRID_STEP, "occlusion": [OCC_LO, OCC_HI],
+                "conf_quantile": CONF_Q}
