@@ -261,7 +261,7 @@ class GeometryExtractor(Extractor):
     (the pair each belongs to)."""
 
     name = "geometry"
-    version = "3"
+    version = "4"
     backend = "classical"
     max_side = 512  # VGGT-Omega's image resolution (vg:49)
     STRIDE_S, MAX_FRAMES, MIN_FRAMES = 1.0, 64, 6  # vg:18, 36-39
@@ -285,7 +285,7 @@ class GeometryExtractor(Extractor):
         self.K = None
         self.rows: dict[str, list] = {k: [] for k in ("err", "frame", "n", "failed", "covisible")}
         self.samples: list[np.ndarray] = []
-        self.orb = cv2.ORB_create(nfeatures=1000, fastThreshold=10)
+        self.orb = cv2.ORB_create(nfeatures=800, fastThreshold=10)
 
     def needs_frame(self, i):
         return i in self.keep
@@ -358,12 +358,21 @@ class GeometryExtractor(Extractor):
         Rh = rotation_between(h0, h1)
         err_rot = float(_median(np.linalg.norm(_project(K, h0 @ Rh.T) - b, axis=1)))
         if err_rot > self.PARALLAX_RATIO * max(float(_median(s)) * K[0, 0], 0.25):  # depth is observable
-            _, R, t, pm = cv2.recoverPose(E, a, b, K, mask=mask.copy() if mask is not None else None)
-            X = cv2.triangulatePoints(K @ np.eye(3, 4), K @ np.hstack([R, t]), a.T, b.T)
+            # E's (R, t) as the pose model picks it (the rotation nearer the rotation-only fit, the baseline sign
+            # that puts most points in front; a tenth of recoverPose's cost), then each match's depth in camera a
+            # from d1 x1 = d0 R x0 + t
+            R1, R2, tu = cv2.decomposeEssentialMat(E)
+            R = R1 if np.trace(R1.T @ Rh) >= np.trace(R2.T @ Rh) else R2
+            t = tu.reshape(3)
+            c = np.cross(h1, h0 @ R.T)
             with np.errstate(divide="ignore", invalid="ignore"):
-                Z0 = X[2] / X[3]
-                Z1 = (R @ (X[:3] / X[3]) + t)[2]
-            ok = (pm.reshape(-1) > 0) & np.isfinite(Z0) & (Z0 > 0) & np.isfinite(Z1) & (Z1 > 0)
+                Z0 = -np.einsum("ij,ij->i", np.cross(h1, t), c) / np.einsum("ij,ij->i", c, c)
+            if (Z0 > 0).sum() < (Z0 < 0).sum():
+                t, Z0 = -t, -Z0
+            with np.errstate(invalid="ignore", over="ignore"):
+                Z1 = (h0 * Z0[:, None] @ R.T + t)[:, 2]
+            inl = mask.reshape(-1).astype(bool) if mask is not None else np.ones(len(a), bool)
+            ok = inl & np.isfinite(Z0) & (Z0 > 0) & np.isfinite(Z1) & (Z1 > 0)
             if ok.sum() >= self.TRIANGULATE_MIN:
                 w[ok] = Z0[ok] / float(np.median(Z0[ok]))
         return s * w

@@ -80,3 +80,31 @@ def test_engine_suite_renders_each_content_under_every_trajectory():
     assert len(cases) == 100 and len(by) == 20
     assert all(len(t) == 5 and len(set(t.values())) == 1 for t in by.values())  # one scene per content
     assert len({next(iter(t.values())) for t in by.values()}) == 20
+
+
+def test_translation_rpe_alignment_equals_evos_trajectory_align():
+    """The accumulated translation RPE aligns the estimate as evo's PoseTrajectory3D.align(correct_scale=True) does
+    (Umeyama on positions, then every pose), computed on arrays."""
+    from evo.core.trajectory import PoseTrajectory3D
+    from scipy.spatial.transform import Rotation
+
+    from worldgate.evaluate.worldmembench.camera import _rpe_trans, rpe_translation
+
+    rng = np.random.default_rng(0)
+    n = 50
+
+    def traj():
+        T = np.tile(np.eye(4), (n, 1, 1))
+        T[:, :3, :3] = Rotation.from_rotvec(np.cumsum(rng.normal(0, 0.05, (n, 3)), 0)).as_matrix()
+        T[:, :3, 3] = np.cumsum(rng.normal(0, 1.0, (n, 3)), 0)
+        return T
+
+    cmd, est = traj(), traj()
+    L = np.linalg.norm(np.diff(cmd[:, :3, 3], axis=0), axis=1).sum()
+    ref = cmd.copy()
+    ref[:, :3, 3] /= L
+    ts = np.arange(n) / 16.0
+    tr, te = PoseTrajectory3D(poses_se3=list(ref), timestamps=ts), PoseTrajectory3D(poses_se3=list(est), timestamps=ts)
+    te.align(tr, correct_scale=True)
+    want = rpe_translation(np.asarray(tr.poses_se3), np.asarray(te.poses_se3)).sum()
+    assert _rpe_trans(est, cmd, L, np.arange(n), 16.0) == pytest.approx(want, rel=1e-12)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from evo.core.geometry import GeometryException
-from evo.core.trajectory import PoseTrajectory3D
+from evo.core.geometry import GeometryException, umeyama_alignment
 from scipy.spatial.transform import Rotation
 
 from ..classical_geometry import PoseExtractor
@@ -105,21 +104,22 @@ def _per_cycle(traj: dict, frames: np.ndarray, target: np.ndarray, err: np.ndarr
 
 
 def _rpe_trans(est: np.ndarray, cmd: np.ndarray, path_len: float, frames, fps) -> float:
-    ref = cmd.copy()
+    """The accumulated translation RPE on the unit-length commanded path after evo's Sim(3) Umeyama alignment of the
+    estimate's positions (what ``PoseTrajectory3D.align(correct_scale=True)`` computes, applied to the poses as
+    arrays: evo's per-pose objects were most of a rescore)."""
+    ref = np.array(cmd, float)
     ref[:, :3, 3] /= path_len  # the commanded path normalised to unit length
-    ts = np.asarray(frames, float) / fps
-    t_ref = PoseTrajectory3D(poses_se3=list(ref), timestamps=ts)
-    t_est = PoseTrajectory3D(poses_se3=list(est), timestamps=ts.copy())
+    est = np.array(est, float)
     try:
-        t_est.align(t_ref, correct_scale=True)
+        R, t, s = umeyama_alignment(est[:, :3, 3].T, ref[:, :3, 3].T, True)
     except GeometryException:  # a straight commanded path: Umeyama is rank-deficient, align along the line
-        s, R, t = _line_sim3(t_est.positions_xyz, t_ref.positions_xyz)
-        T = np.eye(4)
-        T[:3, :3], T[:3, 3] = R, t
-        t_est.scale(s)
-        t_est.transform(T)
-    # accumulated over the rollout's adjacent steps (the paper's sum), on the unit-length commanded path
-    return float(rpe_translation(np.asarray(t_ref.poses_se3), np.asarray(t_est.poses_se3)).sum())
+        s, R, t = _line_sim3(est[:, :3, 3], ref[:, :3, 3])
+    # evo's align: scale the positions, then apply the rigid [R | t] to every pose
+    est[:, :3, 3] *= s
+    est[:, :3, :3] = np.einsum("ij,njk->nik", R, est[:, :3, :3])
+    est[:, :3, 3] = est[:, :3, 3] @ R.T + t
+    # accumulated over the rollout's adjacent steps (the paper's sum)
+    return float(rpe_translation(ref, est).sum())
 
 
 def rpe_translation(ref: np.ndarray, est: np.ndarray) -> np.ndarray:
