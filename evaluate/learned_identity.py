@@ -193,7 +193,8 @@ def load_arcface(path=None, device: str = "cpu"):
 
         sd = load_file(str(p))
     else:
-        sd = torch.load(str(p), map_location="cpu", weights_only=True)
+        path = str(p)
+        sd = torch.load(path, map_location="cpu", weights_only=True)
         sd = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
     return TorchArcFace(iresnet_from_state_dict(sd), device)
 

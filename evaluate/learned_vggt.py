@@ -293,7 +293,8 @@ def load_model(repo, ckpt, device: str = "cpu"):
             fns = import_checkout(repo)
             model = fns["VGGTOmega"]()
             try:
-                state = torch.load(str(ckpt), map_location="cpu", weights_only=True)
+                path = str(ckpt)
+                state = torch.load(path, map_location="cpu", weights_only=True)
                 model.load_state_dict(state)
             except (OSError, RuntimeError, ValueError, KeyError, EOFError) as e:
                 raise MissingVGGTOmega(
