@@ -3,3 +3,34 @@ from pathlib import Path
 
 # shared test helpers (the adapter conformance mixin) live beside the tests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+#: a WorldMark-protocol Engine run shared by the export and import tests: W (action 1) and LR (action 7: a revisit
+#: round trip), 6 s per key, 128x128, in the split _real_first
+WORLDMARK_CASES = [
+    {"id": "first-real-000_001", "trajectory": "worldmark:1", "scene": {"seed": 1, "palette": "realistic"},
+     "tags": {"view": "first", "domain": "real", "image": 0, "action_id": 1}},
+    {"id": "first-real-001_007", "trajectory": "worldmark:7", "scene": {"seed": 2, "palette": "realistic"},
+     "tags": {"view": "first", "domain": "real", "image": 1, "action_id": 7}},
+]
+
+
+@pytest.fixture(scope="session")
+def worldmark_engine_run(tmp_path_factory):
+    """(run folder, its results) of the shared WorldMark Engine run, scored once on the classical backend; tests
+    read it and write elsewhere."""
+    from worldgate.evaluate.runner import evaluate_run
+    from worldgate.generate.runner import run_generate
+
+    root = tmp_path_factory.mktemp("wmengine")
+    m = root / "cases.jsonl"
+    k = [776.0, 776.0, 511.5, 511.5]
+    m.write_text("".join(json.dumps(dict(c, intrinsics=k, image_size=[1024, 1024])) + "\n" for c in WORLDMARK_CASES))
+    run = root / "run"
+    res = run_generate("engine", str(m), run, overrides=["model.width=128", "model.height=128",
+                                                         "trajectory.seconds=6"], progress=False)
+    assert res.exit_code == 0, res.failed
+    return run, evaluate_run(run, progress=False)

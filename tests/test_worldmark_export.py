@@ -1,7 +1,6 @@
 """WorldMark's results tree written from a scored run: the files final_master.py reads, in its formats, whose
 table (read back with the same code final_master runs, proven by the parity tests) is the run's own WorldMark row."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,30 +9,12 @@ import numpy as np
 import pytest
 
 from worldgate.cli import main
-from worldgate.evaluate.runner import evaluate_run
 from worldgate.evaluate.worldmark.flow_eval import load_flow_cache
 from worldgate.evaluate.worldmark.master import COLS, master_rows, read_results_tree
-from worldgate.generate.runner import run_generate
-
-CASES = [  # W (action 1) and LR (action 7: a revisit round trip), 6 s per key
-    {"id": "first-real-000_001", "trajectory": "worldmark:1", "scene": {"seed": 1, "palette": "realistic"},
-     "tags": {"view": "first", "domain": "real", "image": 0, "action_id": 1}},
-    {"id": "first-real-001_007", "trajectory": "worldmark:7", "scene": {"seed": 2, "palette": "realistic"},
-     "tags": {"view": "first", "domain": "real", "image": 1, "action_id": 7}},
-]
-
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory):
-    root = tmp_path_factory.mktemp("wmexport")
-    m = root / "cases.jsonl"
-    k = [776.0, 776.0, 511.5, 511.5]
-    m.write_text("".join(json.dumps(dict(c, intrinsics=k, image_size=[1024, 1024])) + "\n" for c in CASES))
-    run = root / "run"
-    res = run_generate("engine", str(m), run, overrides=["model.width=128", "model.height=128",
-                                                         "trajectory.seconds=6"], progress=False)
-    assert res.exit_code == 0, res.failed
-    return run, evaluate_run(run, progress=False)
+def scored(worldmark_engine_run):
+    return worldmark_engine_run  # conftest.py: the W and LR Engine run, scored
 
 
 def test_export_writes_the_tree_final_master_reads(scored, tmp_path):

@@ -13,37 +13,23 @@ from worldgate.cli import main
 from worldgate.evaluate.features import FeatureCache, compute_features, open_record, scoring_view
 from worldgate.evaluate.metrics import FEATURES, params
 from worldgate.evaluate.report import write_report
-from worldgate.evaluate.runner import evaluate_run, format_table
+from worldgate.evaluate.runner import format_table
 from worldgate.evaluate.worldmark.benchmark import COLUMN
 from worldgate.evaluate.worldmark.flow_eval import load_flow_cache, save_flow_cache
 from worldgate.evaluate.worldmark.imported import flow_feature, import_worldmark_results, is_results_root
 from worldgate.evaluate.worldmark.master import COLS, master_csv, master_rows, read_results_tree
 from worldgate.evaluate.worldmark.protocol import protocol_record
 from worldgate.generate.records import is_complete
-from worldgate.generate.runner import run_generate
 
-CASES = [  # W (action 1) and LR (action 7: a revisit round trip), 6 s per key
-    {"id": "first-real-000_001", "trajectory": "worldmark:1", "scene": {"seed": 1, "palette": "realistic"},
-     "tags": {"view": "first", "domain": "real", "image": 0, "action_id": 1}},
-    {"id": "first-real-001_007", "trajectory": "worldmark:7", "scene": {"seed": 2, "palette": "realistic"},
-     "tags": {"view": "first", "domain": "real", "image": 1, "action_id": 7}},
-]
 SFX = "_real_first"
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """An Engine run, scored (classical), exported as a WorldMark delivery with its results tree."""
-    root = tmp_path_factory.mktemp("wmimport")
-    m = root / "cases.jsonl"
-    k = [776.0, 776.0, 511.5, 511.5]
-    m.write_text("".join(json.dumps(dict(c, intrinsics=k, image_size=[1024, 1024])) + "\n" for c in CASES))
-    run = root / "run"
-    res = run_generate("engine", str(m), run, overrides=["model.width=128", "model.height=128",
-                                                         "trajectory.seconds=6"], progress=False)
-    assert res.exit_code == 0, res.failed
-    results = evaluate_run(run, progress=False)
-    out = root / "delivery"
+def exported(worldmark_engine_run, tmp_path_factory):
+    """The shared Engine run (conftest.py), scored (classical), exported as a WorldMark delivery with its results
+    tree."""
+    run, results = worldmark_engine_run
+    out = tmp_path_factory.mktemp("wmimport") / "delivery"
     assert main(["export", str(run), "--format", "worldmark", "--out", str(out)]) == 0
     return run, results, out
 
