@@ -41,14 +41,13 @@ import numpy as np
 
 from .features import Extractor, FeatureError
 from .score import Score, na
+from .worldmark.master import (C3_CONF_Q, C3_GRID_STEP, C3_MAX_FRAMES, C3_OCC_HI, C3_OCC_LO, C3_STRIDE_SEC,
+                               c3_errors, c3_record, c3_select_frames)
 
-#: vg:18 and vg:49
-STRIDE_SEC = 1.0
-MAX_FRAMES = 64
+# WorldMark's constants (vg:18, vg:49), as WorldMark's scoring in master.py holds them
+STRIDE_SEC, MAX_FRAMES, GRID_STEP, OCC_LO, OCC_HI, CONF_Q = (C3_STRIDE_SEC, C3_MAX_FRAMES, C3_GRID_STEP, C3_OCC_LO,
+                                                          C3_OCC_HI, C3_CONF_Q)
 MIN_FRAMES = 6
-GRID_STEP = 16
-OCC_LO, OCC_HI = 0.7, 1.4
-CONF_Q = 0.3
 IMAGE_RESOLUTION = 512
 DEFAULT_FPS = 16.0  # vg:35: a video without an average fps is taken as 16 fps
 
@@ -80,82 +79,15 @@ class MissingVGGTOmega(FeatureError, ValueError):
 # --- the protocol (vg:33-94) -----------------------------------------------------------------------------------------
 
 def pick_frames(n_frames: int, fps: float | None) -> list[int]:
-    """The frames VGGT-Omega sees of a video of ``n_frames`` at ``fps`` (vg:35-39)."""
-    n = int(n_frames)
-    if n <= 0:
-        return []
-    fps = fps or DEFAULT_FPS
-    step = max(1, round(STRIDE_SEC * fps))  # Python's round, as vg:36 (24.5 fps -> 24)
-    picks = list(range(0, n, step))
-    if len(picks) < MIN_FRAMES:
-        picks = sorted({int(x) for x in np.linspace(0, n - 1, MIN_FRAMES)})
-    if len(picks) > MAX_FRAMES:
-        picks = [picks[k] for k in np.linspace(0, len(picks) - 1, MAX_FRAMES).astype(int)]
-    return picks
-
-
-def _at(img: np.ndarray, px: np.ndarray, py: np.ndarray) -> np.ndarray:
-    """Nearest-lower pixel lookup, clamped to the image (vg:27-30)."""
-    h, w = img.shape[:2]
-    with np.errstate(invalid="ignore"):
-        col = np.clip(np.floor(px).astype(int), 0, w - 1)
-        row = np.clip(np.floor(py).astype(int), 0, h - 1)
-    return img[row, col]
-
-
-def world_points(depth: np.ndarray, extr: np.ndarray, intr: np.ndarray) -> np.ndarray:
-    """(K, H, W, 3) float32 world points of every pixel: depth through the intrinsics, then camera-to-world with the
-    inverse of the world-to-camera [R | t] (vg:59-66)."""
-    k_n, h, w = depth.shape
-    rows, cols = np.mgrid[0:h, 0:w]
-    out = np.zeros((k_n, h, w, 3), np.float32)
-    for k in range(k_n):
-        K, d = intr[k], depth[k]
-        cam = np.stack([(cols - K[0, 2]) / K[0, 0] * d, (rows - K[1, 2]) / K[1, 1] * d, d], -1)
-        rot, trans = extr[k][:, :3], extr[k][:, 3]
-        out[k] = (cam - trans) @ rot  # R^T (x - t), row vectors
-    return out
+    """The frames VGGT-Omega sees of a video of ``n_frames`` at ``fps`` (vg:35-39; master.c3_select_frames)."""
+    return c3_select_frames(int(n_frames), fps) if int(n_frames) > 0 else []
 
 
 def pair_errors(depth, conf, extr, intr) -> tuple[list[np.ndarray], int, int, int]:
     """(per-pair error arrays, co-visible points, points inside, pairs skipped for < 5 inside) over every ordered pair
-    of frames (vg:67-87)."""
-    depth = np.asarray(depth, np.float32)
-    conf = np.asarray(conf, np.float32)
-    extr = np.asarray(extr, np.float32)
-    intr = np.asarray(intr, np.float32)
-    k_n, h, w = depth.shape
-    wp = world_points(depth, extr, intr)
-    scale = float(np.median(depth[depth > 1e-6]))
-    thr = np.quantile(conf, CONF_Q)
-    rows, cols = np.mgrid[0:h, 0:w]
-    grid_r, grid_c = rows[::GRID_STEP, ::GRID_STEP].ravel(), cols[::GRID_STEP, ::GRID_STEP].ravel()
-    errs, n_cov, n_in, n_out = [], 0, 0, 0
-    for i in range(k_n):
-        keep = conf[i][grid_r, grid_c] >= thr
-        src = wp[i][grid_r[keep], grid_c[keep]]
-        for j in range(k_n):
-            if j == i:
-                continue
-            rot, trans, K = extr[j][:, :3], extr[j][:, 3], intr[j]
-            xc = src @ rot.T + trans
-            z = xc[:, 2]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                px = K[0, 0] * xc[:, 0] / z + K[0, 2]
-                py = K[1, 1] * xc[:, 1] / z + K[1, 2]
-            inside = (z > 1e-6) & (px >= 0) & (px < w) & (py >= 0) & (py < h)
-            if inside.sum() < 5:
-                n_out += 1
-                continue
-            ratio = z / np.maximum(_at(depth[j], px, py), 1e-6)
-            cov = inside & (ratio > OCC_LO) & (ratio < OCC_HI) & (_at(conf[j], px, py) >= thr)
-            n_in += int(inside.sum())
-            n_cov += int(cov.sum())
-            if cov.sum() < 5:
-                continue
-            target = _at(wp[j], px[cov], py[cov])
-            errs.append(np.linalg.norm(src[cov] - target, axis=1) / scale)
-    return errs, n_cov, n_in, n_out
+    of frames (vg:57-87, as master.c3_errors computes them for WorldMark's scoring)."""
+    f32 = [np.asarray(x, np.float32) for x in (extr, intr, depth, conf)]
+    return c3_errors(*f32, with_skipped=True)
 
 
 def global_from_predictions(depth, conf, extr, intr) -> dict:
@@ -167,13 +99,8 @@ def global_from_predictions(depth, conf, extr, intr) -> dict:
 
 
 def _record(errs: list, n_cov: int, n_in: int) -> dict:
-    """vg:88-94: the pooled errors' median and mean, 100 / (1 + median), the co-visible share of the points inside."""
-    if not errs:
-        return {"na": "no_covis"}
-    e = np.concatenate(errs)
-    med = float(np.median(e))
-    return {"global_median_e": round(med, 5), "global_mean_e": round(float(np.mean(e)), 5),
-            "global_score": round(100.0 / (1.0 + med), 3), "covis_ratio": round(n_cov / max(1, n_in), 3)}
+    """vg:88-94 (master.c3_record without its model and stem)."""
+    return {k: v for k, v in c3_record("", "", errs, n_cov, n_in).items() if k not in ("model", "stem")}
 
 
 def global_memory_score(G: dict, tau: float) -> Score:

@@ -46,9 +46,10 @@ def _samp(img, px, py):
     return img[y0, x0]
 
 
-def c3_errors(extr, intr, depth, conf):
+def c3_errors(extr, intr, depth, conf, with_skipped=False):
     """All-pairs reprojection errors (vg:57-87).  extr [K,3,4] w2c, intr [K,3,3], depth/conf [K,H,W], float32 as
-    the model returns them.  Returns (list of per-pair error arrays (already / median depth), covis, total)."""
+    the model returns them.  Returns (list of per-pair error arrays (already / median depth), covis, total), and with
+    ``with_skipped`` the number of pairs skipped for fewer than 5 points inside the other frame (vg:81)."""
     Kf, H, W = depth.shape
     yy, xx = np.mgrid[0:H, 0:W]
     wp = np.zeros((Kf, H, W, 3), np.float32)
@@ -61,7 +62,7 @@ def c3_errors(extr, intr, depth, conf):
     scale = float(np.median(depth[depth > 1e-6]))          # vg:67 one median depth over all frames
     conf_thr = np.quantile(conf, C3_CONF_Q)                # vg:68 global 30% quantile
     gy, gx = yy[::C3_GRID_STEP, ::C3_GRID_STEP].ravel(), xx[::C3_GRID_STEP, ::C3_GRID_STEP].ravel()
-    errs = []; covis = 0; total = 0
+    errs = []; covis = 0; total = 0; skipped = 0
     with np.errstate(all="ignore"):
         for i in range(Kf):
             gm = conf[i][gy, gx] >= conf_thr
@@ -74,6 +75,7 @@ def c3_errors(extr, intr, depth, conf):
                 px = Kj[0, 0] * xc[:, 0] / Z + Kj[0, 2]; py = Kj[1, 1] * xc[:, 1] / Z + Kj[1, 2]
                 inside = (Z > 1e-6) & (px >= 0) & (px < W) & (py >= 0) & (py < H)
                 if inside.sum() < 5:
+                    skipped += 1
                     continue
                 dj = _samp(depth[j], px, py); ratio = Z / np.maximum(dj, 1e-6)
                 cov = inside & (ratio > C3_OCC_LO) & (ratio < C3_OCC_HI) & (_samp(conf[j], px, py) >= conf_thr)
@@ -82,7 +84,7 @@ def c3_errors(extr, intr, depth, conf):
                     continue
                 Y = _samp(wp[j], px[cov], py[cov])
                 errs.append(np.linalg.norm(X[cov] - Y, axis=1) / scale)
-    return errs, covis, total
+    return (errs, covis, total, skipped) if with_skipped else (errs, covis, total)
 
 
 def c3_record(model, stem, errs, covis=0, total=0):
