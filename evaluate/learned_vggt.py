@@ -23,7 +23,7 @@ reimplemented here:
 
 The feature holds WorldMark's per-video record (``global_median_e`` rounded to 5 places, ``global_mean_e``,
 ``global_score`` = 100 / (1 + e), ``covis_ratio``), NaN where no pair is co-visible (vg:88-89 ``no_covis``);
-WorldMark's tau (0.05, fm:90) is applied by the benchmark (:func:`global_memory_score` for one video).
+WorldMark's tau (0.05, fm:90) is applied by the benchmark (`worldmark.geometry.vggt_global_memory` for one video).
 """
 
 from __future__ import annotations
@@ -40,11 +40,19 @@ import cv2
 import numpy as np
 
 from .features import Extractor, FeatureError
-from .score import Score, na
-from .worldmark.master import (C3_CONF_Q, C3_GRID_STEP, C3_MAX_FRAMES, C3_OCC_HI, C3_OCC_LO, C3_STRIDE_SEC,
-                               c3_errors, c3_record, c3_select_frames)
+from .vggt_c3 import (
+    C3_CONF_Q,
+    C3_GRID_STEP,
+    C3_MAX_FRAMES,
+    C3_OCC_HI,
+    C3_OCC_LO,
+    C3_STRIDE_SEC,
+    c3_errors,
+    c3_record,
+    c3_select_frames,
+)
 
-# WorldMark's constants (vg:18, vg:49), as WorldMark's scoring in master.py holds them
+# WorldMark's constants (vg:18, vg:49), shared with WorldMark's results tree (vggt_c3.py)
 STRIDE_SEC, MAX_FRAMES, GRID_STEP, OCC_LO, OCC_HI, CONF_Q = (C3_STRIDE_SEC, C3_MAX_FRAMES, C3_GRID_STEP, C3_OCC_LO,
                                                           C3_OCC_HI, C3_CONF_Q)
 MIN_FRAMES = 6
@@ -101,19 +109,6 @@ def global_from_predictions(depth, conf, extr, intr) -> dict:
 def _record(errs: list, n_cov: int, n_in: int) -> dict:
     """vg:88-94 (master.c3_record without its model and stem)."""
     return {k: v for k, v in c3_record("", "", errs, n_cov, n_in).items() if k not in ("model", "stem")}
-
-
-def global_memory_score(G: dict, tau: float) -> Score:
-    """One video's global memory from the ``vggt_global`` feature: 100 / (1 + e / tau) (fm:90 with one video's e),
-    the detail named as the classical global memory's (``median_err``, ``pairs``)."""
-    e = float(np.asarray(G.get("global_median_e", np.nan)).reshape(-1)[0]) if "global_median_e" in G else np.nan
-    detail = {"frames": int(np.size(G.get("frame", ()))), "pairs": int(np.asarray(G.get("pairs", 0))),
-              "points": int(np.asarray(G.get("points", 0))),
-              "covis_ratio": float(np.asarray(G.get("covis_ratio", np.nan)))}
-    if not np.isfinite(e):
-        return na("VGGT-Omega: no frame pair has 5 co-visible points (WorldMark's no_covis, vg:88-89)")
-    detail |= {"median_err": e, "mean_err": float(np.asarray(G.get("global_mean_e", np.nan)))}
-    return Score(100.0 / (1.0 + e / tau), detail=detail)
 
 
 # --- the checkout (checked once, like adapters/repo.py) --------------------------------------------------------------

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from worldgate.evaluate import learned_vggt as LV
+from worldgate.evaluate.worldmark.geometry import vggt_global_memory
 
 
 def _yaw(deg: float) -> np.ndarray:
@@ -126,11 +127,11 @@ def test_pick_frames_equals_worldmark(nf, fps):
 
 
 def test_global_memory_score_applies_tau():
-    s = LV.global_memory_score({"global_median_e": np.float64(0.05), "global_mean_e": np.float64(0.07),
+    s = vggt_global_memory({"global_median_e": np.float64(0.05), "global_mean_e": np.float64(0.07),
                                 "covis_ratio": np.float64(0.5), "pairs": np.int64(3), "points": np.int64(40),
                                 "frame": np.arange(6)}, tau=0.05)
     assert s.value == pytest.approx(50.0) and s.detail["median_err"] == 0.05 and s.detail["pairs"] == 3
-    none = LV.global_memory_score({"global_median_e": np.float64(np.nan), "frame": np.arange(6)}, tau=0.05)
+    none = vggt_global_memory({"global_median_e": np.float64(np.nan), "frame": np.arange(6)}, tau=0.05)
     assert none.value is None and "no_covis" in none.reason
 
 
@@ -274,7 +275,7 @@ def test_extractor_runs_the_checkout_end_to_end(tmp_path, record, clean_imports,
     for k in ("global_median_e", "global_mean_e", "global_score", "covis_ratio"):
         assert float(G[k]) == want[k]
     assert int(G["pairs"]) > 0 and int(G["points"]) > 0
-    s = LV.global_memory_score(G, tau=0.05)
+    s = vggt_global_memory(G, tau=0.05)
     assert s.value == pytest.approx(100.0 / (1.0 + want["global_median_e"] / 0.05))
     # the model stays loaded across records (a fresh extractor, a fresh cache: no second build); other weights
     # give other numbers

@@ -14,12 +14,11 @@ import math
 
 import numpy as np
 
-from ..learned_vggt import global_memory_score
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from .consistency import MemoryConfig, c1_entry, c2_entry, hardcut_record, split_delta
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
-from .geometry import global_memory
+from .geometry import global_memory, vggt_global_memory
 from .master import COLS, master_rows
 from .params import PARAMS
 from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
@@ -162,7 +161,7 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
             else:
                 out[mid] = na("trip skipped by WorldMark's gates: " + ", ".join(sorted(c2.get("reasons", []))))
         elif col == "Global" and "vggt_global" in feat:  # one video: 100 / (1 + e / tau) (fm:90 with one e)
-            out[mid] = global_memory_score(feat["vggt_global"], P["global_tau"])
+            out[mid] = vggt_global_memory(feat["vggt_global"], P["global_tau"])
         elif col == "Global" and "geometry" in feat:
             out[mid] = global_memory(feat, rec, backend, P)
     return out

@@ -57,3 +57,16 @@ def global_memory(feat, rec, backend: str = "classical", P=PARAMS) -> Score:
     if e is None:
         return na("no key-frame pair the commanded camera keeps co-visible")
     return Score(100.0 / (1.0 + e / P["global_tau"]), detail=detail)
+
+
+def vggt_global_memory(G: dict, tau: float) -> Score:
+    """One video's global memory from the ``vggt_global`` feature: 100 / (1 + e / tau) (fm:90 with one video's e),
+    the detail named as the classical global memory's (``median_err``, ``pairs``)."""
+    e = float(np.asarray(G.get("global_median_e", np.nan)).reshape(-1)[0]) if "global_median_e" in G else np.nan
+    detail = {"frames": int(np.size(G.get("frame", ()))), "pairs": int(np.asarray(G.get("pairs", 0))),
+              "points": int(np.asarray(G.get("points", 0))),
+              "covis_ratio": float(np.asarray(G.get("covis_ratio", np.nan)))}
+    if not np.isfinite(e):
+        return na("VGGT-Omega: no frame pair has 5 co-visible points (WorldMark's no_covis, vg:88-89)")
+    detail |= {"median_err": e, "mean_err": float(np.asarray(G.get("global_mean_e", np.nan)))}
+    return Score(100.0 / (1.0 + e / tau), detail=detail)
