@@ -650,12 +650,3 @@ def check_installed() -> None:
         import transformers  # noqa: F401  (optional: the learned extra)
     except ImportError:
         raise FeatureError("the learned backend needs transformers: pip install -e '.[learned]'") from None
-
-
-def learned_extractors(device: str = "cpu", batch_size: int | None = None, **kw) -> list[Extractor]:
-    """Every learned extractor on ``device``; ``batch_size`` (frames per forward pass) overrides each one's default."""
-    check_installed()
-    b = {} if batch_size is None else {"batch_size": batch_size}
-    return [LearnedFlow(device=device, **b), LearnedDepth(device=device, **b), LearnedAppearance(device=device, **b),
-            LearnedQuality(device=device, head_path=kw.get("aesthetic_head"), **b), LearnedTargets(device=device),
-            LearnedMemoryDepth(device=device, **b)]
