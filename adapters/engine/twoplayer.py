@@ -208,6 +208,13 @@ class FrozenTwoPlayerEngine(TwoPlayerEngine):
         return self._first[0].copy(), self._first[1].copy()
 
 
+def _matmul4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, 4, 4) products summed elementwise in a fixed order, not through BLAS/LAPACK, whose last bit may depend on
+    alignment and threads: the rendered poses, and so the video's bytes, are the same on every run."""
+    return (a[:, :, 0:1] * b[:, 0:1, :] + a[:, :, 1:2] * b[:, 1:2, :]) + (a[:, :, 2:3] * b[:, 2:3, :]
+                                                                        + a[:, :, 3:4] * b[:, 3:4, :])
+
+
 class LeakTwoPlayerEngine(TwoPlayerEngine):
     """Fault ``engine-2p-leak``: a player's view also moves with its partner's actions. Each view is rendered from
     its commanded pose composed with the partner's commanded motion since the start, expressed in the view's own
@@ -224,9 +231,12 @@ class LeakTwoPlayerEngine(TwoPlayerEngine):
         super().reset(plan, seed)
         leak = {}
         for p in PLAYERS:
-            o = self.c2w["B" if p == "A" else "A"]
-            delta = np.einsum("ij,njk->nik", np.linalg.inv(o[0]), o)
-            leak[p] = np.einsum("nij,njk->nik", self.c2w[p], delta)
+            o = np.asarray(self.c2w["B" if p == "A" else "A"], np.float64)
+            inv0 = np.eye(4)  # the rigid inverse of the partner's first pose, exactly
+            inv0[:3, :3] = o[0, :3, :3].T
+            R0, t0 = o[0, :3, :3], o[0, :3, 3]
+            inv0[:3, 3] = -(R0[0] * t0[0] + R0[1] * t0[1] + R0[2] * t0[2])  # -R^T t
+            leak[p] = _matmul4(np.asarray(self.c2w[p], np.float64), _matmul4(np.broadcast_to(inv0, o.shape), o))
         self.view_c2w = leak
 
 
