@@ -179,7 +179,8 @@ def test_encoder_failure_other_than_disk_names_the_file(tmp_path):
 
 
 def test_video_writer_bytes_match_imageio_ffmpeg(tmp_path):
-    """VideoWriter runs ffmpeg itself (to check its exit status) with imageio_ffmpeg's command: same bytes."""
+    """VideoWriter runs ffmpeg itself (to check its exit status) with imageio_ffmpeg's command (and one encoder
+    thread): same bytes."""
     frames = np.random.default_rng(3).integers(0, 255, (12, 48, 80, 3), dtype=np.uint8)
     for fps in (16.0, 24000 / 1001):
         w = VideoWriter(tmp_path / "ours.mp4", 80, 48, fps)
@@ -187,7 +188,7 @@ def test_video_writer_bytes_match_imageio_ffmpeg(tmp_path):
         w.close()
         gen = imageio_ffmpeg.write_frames(str(tmp_path / "ref.mp4"), (80, 48), fps=float(fps), codec="libx264",
                                           pix_fmt_out="yuv420p", quality=None, macro_block_size=2,
-                                          output_params=["-crf", "18", "-preset", "medium"], ffmpeg_log_level="error")
+                                          output_params=["-crf", "18", "-preset", "medium", "-threads", "1"], ffmpeg_log_level="error")
         gen.send(None)
         for f in frames:
             gen.send(np.ascontiguousarray(f))
