@@ -3,8 +3,9 @@
 ================  ======================================================  =============================================
 feature           model                                                    used for
 ================  ======================================================  =============================================
-``flow``          torchvision RAFT (``raft_large``, C+T+S+K+H weights)     Sx / Srad / speed. A deviation: WorldMark runs
-                                                                           SEA-RAFT, which cannot be built offline here
+``flow``          SEA-RAFT spring-M, WorldMark's model, from a checkout    Sx / Srad / speed as fe:46-79 computes them
+                  (``SEA_RAFT_PATH``, ``learned_searaft``); else           (``wm_sx`` / ``wm_srad``: fe's own values);
+                  torchvision RAFT (``raft_large``, C+T+S+K+H weights)     the RAFT stand-in is a deviation
                                                                            (``learned_models.SEARAFT_REASON``)
 ``depth``         Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps.
                   Small-hf``), relative inverse depth                      A deviation: WorldMark runs DA3, whose API
@@ -530,7 +531,8 @@ class LearnedMemoryDepth(Extractor):
 #: every model a learned feature loads: feature -> [(what, source, id, licence)] (``worldgate doctor`` lists them;
 #: ``preflight`` fails before the first record when one is missing)
 MODELS_BY_FEATURE = {
-    "flow": [("optical flow (RAFT large, C+T+S+K+H; deviation: WorldMark runs SEA-RAFT)", "torchvision",
+    "flow": [("optical flow (RAFT large, C+T+S+K+H; deviation: WorldMark runs SEA-RAFT, used when SEA_RAFT_PATH is "
+              "set)", "torchvision",
               "raft_large_C_T_SKHT_V2-ff5fadd5.pth", "BSD-3-Clause")],
     "depth": [("depth, parallax split (Depth Anything V2 Small; deviation: WorldMark runs DA3)", "hub", DEPTH_ID,
                "Apache-2.0")],

@@ -196,11 +196,15 @@ def da3_status() -> tuple[bool, str]:
 
 
 SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a princeton-vl/SEA-RAFT checkout "
-                  "(flow_eval.py:13-15, 33-40: config.parser + raft.RAFT.from_pretrained with its spring config), and "
-                  "ptlflow's port pulls lightning, timm<1.1, opencv-python<4.14 and fetches weights from GitHub "
-                  "releases; worldgate runs torchvision RAFT (C+T+S+K+H) instead, labelled as a deviation")
+                  "(flow_eval.py:13-15, 33-40: config.parser + raft.RAFT.from_pretrained with its spring config); "
+                  "worldgate runs it from a checkout named by SEA_RAFT_PATH (evaluate/learned_searaft.py), else "
+                  "torchvision RAFT (C+T+S+K+H), labelled as a deviation")
 
 
 def searaft_status() -> tuple[bool, str]:
-    """(runnable, why not): worldgate has no SEA-RAFT path (no package to import it from)."""
-    return False, SEARAFT_REASON
+    """(runnable, why not): whether SEA_RAFT_PATH names a checkout that imports, with its config and weights here
+    (checked, nothing downloaded)."""
+    from .learned_searaft import status
+
+    ok, why = status()
+    return ok, "" if ok else f"{why} ({SEARAFT_REASON})"

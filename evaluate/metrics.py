@@ -111,8 +111,17 @@ def extractors(backend: str, views: int = 1) -> list:
             from .learned_vggt import check
 
             check()  # every missing piece of the checkout named at once, before the first record
+        from . import learned_searaft
+
+        # SEA-RAFT (WorldMark's flow) is a checkout the user points at (SEA_RAFT_PATH): when it is configured it
+        # replaces the torchvision RAFT stand-in, checked before the first record; when not, the stand-in runs
+        sea = "flow" in names and learned_searaft.configured()
+        if sea:
+            learned_searaft.check()
         check_installed()  # the learned backend's optional dependencies, named when missing
-        preflight(names)  # every missing model at once, before the first record (no per-record retries)
+        # every missing model at once, before the first record (no per-record retries)
+        preflight([f for f in names if not (sea and f == "flow")])
+        return [learned_searaft.SeaRaftFlow() if sea and f == "flow" else FEATURES[backend].get(f)() for f in names]
     return [FEATURES[backend].get(f)() for f in names]
 
 

