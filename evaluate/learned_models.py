@@ -14,7 +14,8 @@ Pure helpers around model objects (built by ``evaluate/learned.py`` from Hub ids
 - The LAION aesthetic predictor (christophschuhmann/improved-aesthetic-predictor, ``sac+logos+ava1-l14-linearMSE``):
   an MLP 768-1024-128-64-16-1 (dropout between, no activations) on L2-normalised CLIP ViT-L/14 ``image_embeds``,
   1..10; a single linear layer (LAION-AI/aesthetic-predictor, VBench) is accepted too.
-- Why DA3 and SEA-RAFT are not run (``da3_status``, ``searaft_status``): checked, not guessed, on this machine.
+- Whether DA3 runs (``da3_status``: evaluate/learned_da3.py) and why SEA-RAFT is not run (``searaft_status``):
+  checked, not guessed, on this machine.
 """
 
 from __future__ import annotations
@@ -171,28 +172,16 @@ def load_head_file(path: str):
     return head_from_state_dict(sd)
 
 
-# ------------------------------------------------------------------------------------------------ not run here
-#: depth-anything-3 0.1.1 (PyPI) as checked here with ``pip install --no-deps``: the network builds
-#: (depth_anything_3.model.da3 + einops, omegaconf, addict), but the API WorldMark uses (flow_eval.py:41-42
-#: ``DepthAnything3.from_pretrained``, fe:193 ``da3.inference(imgs).depth``) imports depth_anything_3.utils.export at
-#: module top (api.py:34), which imports moviepy.editor (utils/export/gs.py:17: moviepy 1.0.3; moviepy 2 has no
-#: ``editor``); its requirements also pin numpy < 2 (worldgate runs numpy 2) and pull xformers, open3d, pycolmap,
-#: evo, e3nn, fastapi, pre-commit.
-DA3_REQUIREMENT = ("DA3 needs depth-anything-3 0.1.1 with depth_anything_3.api importable; its requirements pin "
-                   "numpy<2 and moviepy==1.0.3 and pull xformers, open3d, pycolmap, so it wants its own environment")
-
-
+# ------------------------------------------------------------------------------------------------ DA3 / not run here
+#: depth-anything-3 0.1.1 (PyPI) installs with ``--no-deps`` plus addict and einops (its requirements' numpy<2,
+#: xformers, open3d, e3nn, fastapi, pre-commit are not needed for inference); the export-only imports of
+#: depth_anything_3.api (moviepy 1.0.3, pycolmap, trimesh, plyfile) are stood in for when absent (learned_da3.py).
 def da3_status() -> tuple[bool, str]:
-    """(importable, why not): whether ``depth_anything_3.api.DepthAnything3`` imports here, else the first missing
-    module by name."""
-    if not package_present("depth_anything_3"):
-        return False, f"package depth-anything-3 is not installed; {DA3_REQUIREMENT}"
-    try:
-        from depth_anything_3.api import DepthAnything3  # noqa: F401  (optional, heavy)
-    except ImportError as e:
-        return False, (f"depth_anything_3 is installed but its API does not import: {type(e).__name__}: "
-                       f"{str(e).splitlines()[0][:120]}; {DA3_REQUIREMENT}")
-    return True, ""
+    """(usable, why not): whether DA3's API (``depth_anything_3.api.DepthAnything3``) imports here, else what is
+    missing and the install command."""
+    from .learned_da3 import status
+
+    return status()
 
 
 SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a princeton-vl/SEA-RAFT checkout "

@@ -42,7 +42,8 @@ FEATURES = {
     }),
     "learned": Registry("learned feature", {
         "flow": "worldgate.evaluate.learned:LearnedFlow",
-        "depth": "worldgate.evaluate.learned:LearnedDepth",
+        "depth": "worldgate.evaluate.learned:learned_depth",  # DA3 where it imports, else Depth Anything V2
+        "camera_poses": "worldgate.evaluate.learned_da3:DA3CameraPoses",
         "appearance": "worldgate.evaluate.learned:LearnedAppearance",
         "quality": "worldgate.evaluate.learned:LearnedQuality",
         "targets": "worldgate.evaluate.learned_targets:TrackedTargets",
@@ -51,7 +52,8 @@ FEATURES = {
     }),
 }
 ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
-         "learned": ("flow", "depth", "appearance", "quality", "targets", "memory_depth", "vggt_global")}
+         "learned": ("flow", "depth", "camera_poses", "appearance", "quality", "targets", "memory_depth",
+                     "vggt_global")}
 
 
 def benchmarks() -> list[Benchmark]:
@@ -107,6 +109,12 @@ def extractors(backend: str, views: int = 1) -> list:
         # VGGT-Omega is a checkout the user points at (VGGT_OMEGA_PATH): global memory runs when it is configured and
         # is unavailable, with what to set, when it is not
         names = [f for f in names if f != "vggt_global" or configured()]
+        if "camera_poses" in names:
+            from .learned_da3 import available
+
+            # DA3 poses (WorldMemBench's estimator) run where depth-anything-3 imports; else camera following is
+            # unavailable, with the install command (worldmembench/benchmark.py)
+            names = [f for f in names if f != "camera_poses" or available()]
         if "vggt_global" in names:
             from .learned_vggt import check
 

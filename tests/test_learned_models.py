@@ -235,7 +235,7 @@ def test_da3_reason_names_what_is_missing(tmp_path, monkeypatch):
 
     if not LM.package_present("depth_anything_3"):
         ok, why = LM.da3_status()
-        assert not ok and "not installed" in why and "numpy<2" in why and "moviepy==1.0.3" in why
+        assert not ok and "not installed" in why and "pip install --no-deps depth-anything-3==0.1.1" in why
     pkg = tmp_path / "depth_anything_3"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -261,7 +261,8 @@ def test_doctor_rows_optional_and_not_run(tmp_path, monkeypatch):
     assert by["trl-lib/ddpo-aesthetic-predictor"]["status"] == "missing"
     assert by["trl-lib/ddpo-aesthetic-predictor"]["fetch"] == "hf download trl-lib/ddpo-aesthetic-predictor aesthetic-model.pth"
     assert "not on PyPI" in by["MemorySlices/Tartan-C-T-TSKH-spring540x960-M"]["status"]
-    assert "DA3 needs depth-anything-3" in by["depth-anything/DA3-LARGE-1.1"]["status"]
-    assert {r["id"] for r in doctor.missing(table)} == {m[2] for ms in L.MODELS_BY_FEATURE.values() for m in ms}
+    da3 = by["depth-anything/DA3-LARGE-1.1"]["status"]
+    assert da3 == "missing" if LM.da3_status()[0] else "depth-anything-3" in da3 and da3.startswith(doctor.NOT_RUN)
+    assert {r["id"] for r in doctor.missing(table)} == {m[2] for ms in L.models_by_feature().values() for m in ms}
     assert all(m["source"] != "pypi" for m in L.missing_models(list(L.MODELS_BY_FEATURE)))
     assert by["facebook/dinov2-base"]["memory"].startswith("~86.58 M params, ~330 MiB")  # 86.58e6 * 4 B

@@ -12,7 +12,8 @@ Three kinds of rows:
 
 from __future__ import annotations
 
-from worldgate.evaluate.learned import MODELS_BY_FEATURE, OPTIONAL_MODELS_BY_FEATURE, fetch_command, is_present
+from worldgate.evaluate.learned import OPTIONAL_MODELS_BY_FEATURE, fetch_command, is_present, models_by_feature
+from worldgate.evaluate.learned_da3 import INSTALL_CMD as DA3_INSTALL
 from worldgate.evaluate.learned_models import da3_status, searaft_status
 
 NOT_RUN = "not run by worldgate"
@@ -42,7 +43,7 @@ ANCHOR_MODELS = [
      lambda: None if searaft_status()[0] else searaft_status()[1]),
     ("Depth Anything 3", ("WorldMark parallax split (fe:41-42, 193); WorldMemBench camera following; stand-in for "
                           "depth: Depth Anything V2"), "hub (+ PyPI depth-anything-3)", "depth-anything/DA3-LARGE-1.1", "CC BY-NC 4.0",
-     "pip install depth-anything-3 && hf download depth-anything/DA3-LARGE-1.1", lambda: da3_status()[1]),
+     f"{DA3_INSTALL} && hf download depth-anything/DA3-LARGE-1.1", lambda: da3_status()[1]),
     ("Q-Align (mPLUG-Owl2)", "WorldMark QA_q, QA_a (qa:25-51)", "hub", "q-future/one-align", "see its model card",
      "hf download q-future/one-align",
      lambda: "upstream code pins transformers 4.36; pyiqa 0.1.16's port (transformers >= 5, images only) is not wired"),
@@ -59,7 +60,7 @@ def rows(backend: str = "learned") -> list[dict]:
     out = []
     if backend == "learned":
         seen = set()
-        for feature, models in MODELS_BY_FEATURE.items():
+        for feature, models in models_by_feature().items():
             for what, source, mid, licence in models:
                 if (source, mid) in seen:
                     continue
@@ -74,6 +75,8 @@ def rows(backend: str = "learned") -> list[dict]:
                             "id": mid, "status": "present" if ok else f"not installed (optional; else {fallback})",
                             "licence": licence, "fetch": fetch_command(source, mid), "memory": memory_estimate(mid)})
     for name, used, source, mid, licence, fetch, why in ANCHOR_MODELS:
+        if name == "Depth Anything 3" and backend == "learned" and da3_status()[0]:
+            continue  # run by --backend learned: listed above with the models it loads
         w = why()  # None: configured and runnable here (SEA-RAFT from its checkout)
         out.append({"model": name, "used_by": used, "source": source, "id": mid,
                     "status": "present (run by --backend learned)" if w is None else f"{NOT_RUN}: {w}",

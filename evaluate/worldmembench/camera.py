@@ -8,7 +8,8 @@ frames t -> t+1 of the whole rollout,
 
 Both are accumulated, dimensionless, lower is better. The paper's estimators are DA3 and ViPE (translation: each
 aligned on its own) and DA3 alone (rotation); worldgate has one estimator per backend: the classical pose chain of
-``AdjacentPoseExtractor`` (the feature ``camera_poses``: frame t -> t+1 for every t). Where only the shared ``poses``
+``AdjacentPoseExtractor`` (the feature ``camera_poses``: frame t -> t+1 for every t), and under ``--backend learned``
+DA3's poses in the same format (learned_da3.DA3CameraPoses; ViPE is not run). Where only the shared ``poses``
 feature is computed (frame pairs 0->2->4...), the sums run over its 2-frame steps and the detail says so. The
 rotation RPE is also kept per departure-and-revisit cycle (D_k and R_k: Fig. 5's per-revisit RPE)."""
 
@@ -59,7 +60,8 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
     frames, est = frames[keep], est[keep]
     cmd = cmd_all[frames]
     step = int(np.median(np.diff(frames))) if len(frames) > 1 else 1
-    label = {"estimator": f"classical ({src})", "step_frames": step, "steps": max(0, len(frames) - 1)}
+    name = str(feat[src]["estimator"]) if "estimator" in feat[src] else f"classical ({src})"
+    label = {"estimator": name, "step_frames": step, "steps": max(0, len(frames) - 1)}
     out = {}
     Rc, Re = cmd[:, :3, :3], est[:, :3, :3]
     dR = np.einsum("nji,njk->nik", Rc[:-1], Rc[1:])  # R_t^T R_{t+1}
