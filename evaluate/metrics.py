@@ -49,11 +49,12 @@ FEATURES = {
         "targets": "worldgate.evaluate.learned_targets:TrackedTargets",
         "memory_depth": "worldgate.evaluate.learned:LearnedMemoryDepth",
         "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
+        "qalign": "worldgate.evaluate.learned_qalign:QAlignFeature",
     }),
 }
 ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
          "learned": ("flow", "depth", "camera_poses", "appearance", "quality", "targets", "memory_depth",
-                     "vggt_global")}
+                     "vggt_global", "qalign")}
 
 
 def benchmarks() -> list[Benchmark]:
@@ -119,6 +120,16 @@ def extractors(backend: str, views: int = 1) -> list:
             from .learned_vggt import check
 
             check()  # every missing piece of the checkout named at once, before the first record
+        from .learned_qalign import configured as qalign_configured
+
+        # Q-Align (WorldMark's QA_q / QA_a) runs where pyiqa's port and the weights are here, or QALIGN_MODEL names
+        # a checkpoint (then a missing piece is an error, before the first record); else the two columns are
+        # unavailable with what to install
+        names = [f for f in names if f != "qalign" or qalign_configured()]
+        if "qalign" in names:
+            from .learned_qalign import check as qalign_check
+
+            qalign_check()
         from . import learned_searaft
 
         # SEA-RAFT (WorldMark's flow) is a checkout the user points at (SEA_RAFT_PATH): when it is configured it

@@ -44,9 +44,6 @@ ANCHOR_MODELS = [
     ("Depth Anything 3", ("WorldMark parallax split (fe:41-42, 193); WorldMemBench camera following; stand-in for "
                           "depth: Depth Anything V2"), "hub (+ PyPI depth-anything-3)", "depth-anything/DA3-LARGE-1.1", "CC BY-NC 4.0",
      f"{DA3_INSTALL} && hf download depth-anything/DA3-LARGE-1.1", lambda: da3_status()[1]),
-    ("Q-Align (mPLUG-Owl2)", "WorldMark QA_q, QA_a (qa:25-51)", "hub", "q-future/one-align", "see its model card",
-     "hf download q-future/one-align",
-     lambda: "upstream code pins transformers 4.36; pyiqa 0.1.16's port (transformers >= 5, images only) is not wired"),
     ("ViPE", "WorldMemBench camera following (translation RPE)", "checkout", "NVlabs/vipe", "see its repository",
      "git clone NVlabs/vipe (CUDA build)", lambda: "no package that installs here; camera following is unavailable"),
     ("LPIPS (AlexNet)", "WorldMark C1/C2 archive only (cv:55-56, 72-75; final_master reads no LPIPS field)", "pypi",

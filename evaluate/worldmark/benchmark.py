@@ -19,7 +19,7 @@ from ..shared import quality_scores
 from .consistency import MemoryConfig, c1_entry, c2_entry, hardcut_record, split_delta
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
 from .geometry import global_memory, vggt_global_memory
-from .master import COLS, master_rows
+from .master import COLS, master_rows, qa_record
 from .params import PARAMS
 from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
 
@@ -49,11 +49,47 @@ ACTION_COLS = ("DA_t", "DA_r", "MP_t", "MP_r", "MS_t", "MS_r", "RL_t", "RL_r")
 #: the M-list behind each action column (WorldMark's numbering: M3 = latency, M4 = stability, fe:169)
 M_OF = {"DA": "M1", "MP": "M2", "RL": "M3", "MS": "M4"}
 FAMS = {"t": ("fwd", "lat"), "r": ("yaw",)}
-NO_QALIGN = "Q-Align (q-future/one-align) is not packaged in this build: WorldMark's quality columns need it"
+NO_QALIGN = ("Q-Align (q-future/one-align, WorldMark's QA_q / QA_a model) runs under --backend learned only "
+             "(pyiqa 0.1.16's port + the weights; worldgate doctor --backend learned)")
 
 
 def _value(x) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _qa(feat: dict):
+    """(quality, aesthetic on Q-Align's 1..5, frames scored) of the record's ``qalign`` feature (qa:51), or None."""
+    Q = feat.get("qalign")
+    if not Q or "qalign_quality" not in Q:
+        return None
+    return (float(np.asarray(Q["qalign_quality"])), float(np.asarray(Q["qalign_aesthetic"])),
+            int(np.asarray(Q.get("n_frames", np.size(Q.get("frame", ()))))))
+
+
+def qalign_scores(feat: dict, backend: str) -> dict[str, Score]:
+    """QA_q / QA_a of one video: 100 (x - 1) / 4 of its Q-Align score (fm:79 with one video), the 1..5 value and the
+    level probabilities in the detail."""
+    qa = _qa(feat)
+    if qa is None:
+        if backend == "learned":
+            from ..learned_qalign import unavailable_reason
+
+            why = unavailable_reason()
+        else:
+            why = NO_QALIGN
+        return {"qalign_quality": na(why), "qalign_aesthetic": na(why)}
+    Q = feat["qalign"]
+    out = {}
+    for mid, key, x in (("qalign_quality", "quality", qa[0]), ("qalign_aesthetic", "aesthetic", qa[1])):
+        probs = np.asarray(Q.get(f"probs_{key}", ()), float).tolist()
+        out[mid] = Score(100.0 * (x - 1.0) / 4.0, detail={"qalign": x, "n_frames": qa[2], "level_probs": probs})
+    return out
+
+
+def qa_entries(items: list[dict]) -> dict:
+    """The qalign_shard entries (qa:51) of the items that have a Q-Align score, keyed ``{model}__{stem}``."""
+    return {f"{it['model']}__{it['stem']}": qa_record(it["model"], it["stem"], *it["qa"])
+            for it in items if it.get("qa") is not None}
 
 
 def memory_config(backend: str, P: dict) -> MemoryConfig:
@@ -76,7 +112,8 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
         return None
     frec, cache, why = protocol_record(feat, rec, P)
     out = {"why": why, "frec": frec, "cache": cache, "model": rec_model(rec), "stem": rec_stem(rec),
-           "split": split_of(rec.get("tags") or {}), "searaft": "wm_sx" in feat["flow"]}
+           "split": split_of(rec.get("tags") or {}), "searaft": "wm_sx" in feat["flow"],
+           "qa": _qa(feat)}
     if frec is not None and "appearance" in feat:
         A = feat["appearance"]
         if "transnet_p" in A:  # TransNetV2's per-frame probabilities, as cv:159-183 turns them into cuts
@@ -120,14 +157,16 @@ def _row(items, backend, P, delta=None) -> tuple[dict, dict]:
     models' videos (an import of a delivery with two MODEL folders) pools them as one row here; :func:`finish` also
     keeps each model's own row."""
     flow, c1, c2, c3, delta = _entries(items, backend, P, delta)
-    one = [dict(e, model="run") for e in flow], *({k: dict(v, model="run") for k, v in d.items()} for d in (c1, c2, c3))
-    rows = master_rows(*one, {}, table_config(backend, P)) if flow or c3 else {}
+    qa = qa_entries(items)
+    one = [dict(e, model="run") for e in flow], *({k: dict(v, model="run") for k, v in d.items()}
+                                                  for d in (c1, c2, c3, qa))
+    rows = master_rows(*one, table_config(backend, P)) if flow or c3 else {}
     row = next(iter(rows.values())) if rows else {c: float("nan") for c in COLS}
     return row, {"flow": flow, "c1": c1, "c2": c2, "c3": c3, "delta": delta}
 
 
 def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
-    out: dict[str, Score] = {"qalign_quality": na(NO_QALIGN), "qalign_aesthetic": na(NO_QALIGN)}
+    out: dict[str, Score] = qalign_scores(feat, backend)
     if "quality" in feat:
         out["visual_quality"] = quality_scores(feat, rec, backend, P)["visual_quality"]
     it = _inputs(feat, rec, backend, P)
@@ -220,16 +259,17 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
     }
     for col, mid in COLUMN.items():
         m = results["metrics"].get(mid)
-        if m is None or mid in ("qalign_quality", "qalign_aesthetic"):
+        if m is None or (mid in ("qalign_quality", "qalign_aesthetic") and not qa_entries(items)):
             continue
         v = _value(row.get(col))
-        m.update(per_record_mean=m.get("mean"), mean=v,
-                 aggregation="WorldMark final_master: every segment of every video pooled (fm:14-18)")
+        how = ("100 (x - 1) / 4 of the videos' mean Q-Align score (fm:24, 79)" if col in ("QA_q", "QA_a")
+               else "every segment of every video pooled (fm:14-18)")
+        m.update(per_record_mean=m.get("mean"), mean=v, aggregation=f"WorldMark final_master: {how}")
 
 
 BENCHMARK = Benchmark(
     name="worldmark", title="WorldMark", metrics=METRICS, params=PARAMS, views=1,
-    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry", "vggt_global"), score=score,
+    extractors=("flow", "depth", "poses", "appearance", "quality", "geometry", "vggt_global", "qalign"), score=score,
     finish=finish,
     collect=collect,
     unavailable={"learned": {

@@ -3,8 +3,8 @@ per split (``_{domain}_{view}``), holding exactly the files WorldMark's ``final_
 37): ``results_flow{sfx}/{MODEL}__{stem}.json`` and ``cache/{MODEL}__{stem}.npz`` (``flow_eval.save_cache``'s format),
 ``results_consistency{sfx}/c1c2_v2_c1new_shard0of1.json`` and ``c1c2_v2_c2fix_shard0of1.json``,
 ``results_c3_vggt{sfx}/omega_c3_1s_shard0of1.json`` (only where the backend measured it), ``results_quality{sfx}/
-qalign_shard0of1.json`` (empty: no Q-Align here), plus worldgate's own row for that split as
-``results_quality{sfx}/worldgate_master.csv`` in ``final_master.csv``'s columns. Running WorldMark's
+qalign_shard0of1.json`` (the learned backend's Q-Align scores; empty where it did not run), plus worldgate's own row
+for that split as ``results_quality{sfx}/worldgate_master.csv`` in ``final_master.csv``'s columns. Running WorldMark's
 ``final_master.py`` on the tree prints worldgate's numbers. Features come from the run's cache (``evaluate`` first).
 """
 
@@ -17,7 +17,7 @@ from worldgate.generate.records import candidate_records, read_meta, record_view
 
 from .. import metrics as M
 from ..features import FeatureCache, compute_features, open_record, scoring_view
-from .benchmark import BENCHMARK, _entries, collect, table_config
+from .benchmark import BENCHMARK, _entries, collect, qa_entries, table_config
 from .flow_eval import save_flow_cache
 from .master import master_csv, master_rows, result_dirs, write_results_tree
 
@@ -47,12 +47,13 @@ def write_worldmark_results(run: str | Path, root: str | Path, model: str, backe
         flow, c1, c2, c3, _ = _entries(part, backend, P)
         # both backends measure WorldMark's global quantity (co-visible distance over median depth, vg:33-94;
         # the classical one from two-view geometry), so omega_c3 holds it and final_master applies its own tau
-        d = write_results_tree(str(root), sfx, flow, c1, c2, c3, {})
+        qa = qa_entries(part)
+        d = write_results_tree(str(root), sfx, flow, c1, c2, c3, qa)
         os.makedirs(result_dirs(str(root), sfx)["flow_cache"], exist_ok=True)
         for it in part:
             c = dict(it["cache"], px_raw=it["cache"].get("px_raw", {}))
             save_flow_cache(c, f"{d['flow_cache']}/{model}__{it['stem']}.npz")
-        rows = master_rows(flow, c1, c2, c3, {}, table_config(backend, P))
+        rows = master_rows(flow, c1, c2, c3, qa, table_config(backend, P))
         Path(d["quality"], "worldgate_master.csv").write_text(master_csv(rows))
         written[sfx] = str(root)
     return written
