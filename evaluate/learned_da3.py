@@ -41,6 +41,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 
 import cv2
 import numpy as np
@@ -84,24 +85,36 @@ def _export_stub(missing: str) -> types.ModuleType:
     return mod
 
 
+def _quiet_import_warnings() -> None:
+    """DA3's cfg.py registers an omegaconf resolver the deprecated way and its model code calls torch.jit.script:
+    two warnings on every import that say nothing about the user's run."""
+    warnings.filterwarnings("ignore", message=r".*register_new_resolver\(\) is deprecated", category=UserWarning)
+    warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
+
+
+def _import_api_class():
+    try:
+        from depth_anything_3.api import DepthAnything3
+    except ModuleNotFoundError as e:
+        root = (e.name or "").split(".")[0]
+        if root not in EXPORT_ONLY:
+            raise
+        for name in [m for m in sys.modules if m == f"{MODULE}.api" or m.startswith(f"{MODULE}.utils.export")]:
+            del sys.modules[name]
+        sys.modules[f"{MODULE}.utils.export"] = _export_stub(root)
+        return importlib.import_module(f"{MODULE}.api").DepthAnything3, f"export stubbed (no {root})"
+    return DepthAnything3, "full"
+
+
 def import_api():
     """(``DepthAnything3``, how it was imported): ``"full"``, or ``"export stubbed (no MODULE)"`` where an
     export-only dependency is missing. Raises ImportError for anything else (the inference path itself)."""
     with _IMPORT_LOCK:
         if "cls" in _API and sys.modules.get(f"{MODULE}.api") is _API["module"]:
             return _API["cls"], _API["mode"]
-        mode = "full"
-        try:
-            from depth_anything_3.api import DepthAnything3
-        except ModuleNotFoundError as e:
-            root = (e.name or "").split(".")[0]
-            if root not in EXPORT_ONLY:
-                raise
-            for name in [m for m in sys.modules if m == f"{MODULE}.api" or m.startswith(f"{MODULE}.utils.export")]:
-                del sys.modules[name]
-            sys.modules[f"{MODULE}.utils.export"] = _export_stub(root)
-            mode = f"export stubbed (no {root})"
-            DepthAnything3 = importlib.import_module(f"{MODULE}.api").DepthAnything3
+        with warnings.catch_warnings():
+            _quiet_import_warnings()
+            DepthAnything3, mode = _import_api_class()
         if not os.environ.get("DA3_LOG_LEVEL"):  # its INFO lines go to stdout on every call
             from depth_anything_3.utils.logger import LOG_LEVELS, logger
 
