@@ -55,11 +55,21 @@ def test_environment_visible_needs_the_estimated_orientation():
     got = static_memory_scores({"appearance": {"emb": emb}}, rec, "learned", PARAMS)  # no pose feature at all
     v = got["environment_visible"]
     assert v.value is None and "no pose estimate" in v.reason and "--backend classical" in v.reason
+    assert "depth-anything-3" in v.reason  # what would make it run under --backend learned
     with_poses = static_memory_scores({"appearance": {"emb": emb}, "poses": _pose_feature(YAW, gap=2)}, rec,
                                       "classical", PARAMS)["environment_visible"]
     assert with_poses.value == pytest.approx(1.0) and with_poses.detail["revisits"][0]["by"] == "orientation"
     assert with_poses.detail["revisits"][0]["frame"] == 10 and with_poses.detail["revisits"][0]["departure_deg"] \
         == pytest.approx(12.0)
+    # --backend learned: no shared pose feature, DA3's frame t -> t+1 chain (camera_poses) chooses the frame
+    da3 = static_memory_scores({"appearance": {"emb": emb}, "camera_poses": _pose_feature(YAW)}, rec, "learned",
+                               PARAMS)["environment_visible"]
+    assert da3.value == pytest.approx(1.0) and da3.detail["revisits"][0]["by"] == "orientation"
+    assert da3.detail["revisits"][0]["frame"] == 10 and da3.detail["revisits"][0]["departure_deg"] \
+        == pytest.approx(12.0)
+    inactive = static_memory_scores({"appearance": {"emb": emb}, "camera_poses": {"inactive": np.asarray(True)}},
+                                    rec, "learned", PARAMS)["environment_visible"]
+    assert inactive.value is None and "depth-anything-3" in inactive.reason
     bad = _pose_feature(YAW, gap=2)
     bad["valid"][:] = False  # a pose chain with no estimated pair: the reason names the share
     why = static_memory_scores({"appearance": {"emb": emb}, "poses": bad}, rec, "classical", PARAMS)

@@ -15,8 +15,9 @@ target not detected, NCC below ``memory_min_match`` — scores 0):
   human_appearance, object_appearance  s = clip(cos(mean descriptor over V, descriptor at R_k), 0, 1)
   object_geometry                      s = IoU of canonical silhouettes (reference vs revisit)
   environment_visible                  s = clip(cos(global appearance of frame 0, of the R_k frame closest in
-                                       estimated orientation to frame 0), 0, 1); unavailable, with the reason, where
-                                       no orientation is estimated (no pose feature, e.g. --backend learned)
+                                       estimated orientation to frame 0 (classical: the pose feature; learned:
+                                       DA3's camera poses), 0, 1); unavailable, with the reason, where no
+                                       orientation is estimated (no pose feature: --backend learned without DA3)
   human_identity                       unavailable (needs ArcFace, not packaged here)
   depth_spearman, spherical_reconstruction  learned backend: Depth Anything at frame 0 and at the revisit frames
                                        (``memory_depth``); unavailable under classical (rotation-only revisits carry
@@ -319,11 +320,24 @@ class TargetExtractor(Extractor):
 
 
 # ---------------------------------------------------------------------------------------------------- metrics
+def pose_feature(feat: dict) -> dict | None:
+    """The pose chain the return frame is chosen by: the shared ``poses`` feature (classical: frame pairs 0->2->4...),
+    else ``camera_poses`` (under --backend learned: DA3's poses, the paper's estimator, frame t -> t+1), which has
+    the same rows (R, t, valid, gap) and the same convention."""
+    P = feat.get("poses")
+    if P is not None and len(P.get("R", ())):
+        return P
+    C = feat.get("camera_poses")
+    if C is not None and "inactive" not in C and len(C.get("R", ())):
+        return C
+    return P
+
+
 def orientations(feat: dict, n_frames: int) -> np.ndarray | None:
     """Estimated camera-to-world rotation of every frame relative to frame 0, chained from the pose feature's
     frame j -> j+gap rotations (``x_b = R x_a``, so the camera turns by R^T); frames between hold the last
     estimate. None when too many pairs could not be estimated for the chain to mean anything."""
-    P = feat.get("poses")
+    P = pose_feature(feat)
     if P is None or len(P.get("R", ())) == 0:
         return None
     gap = int(P.get("gap", 2))
@@ -390,11 +404,11 @@ def revisit_frames(feat: dict, rec: dict) -> list[dict]:
 
 
 def _no_orientation_reason(feat: dict) -> str:
-    P = feat.get("poses")
+    P = pose_feature(feat)
     if P is None or len(P.get("R", ())) == 0:
         return ("the return frame is chosen by estimated camera orientation (the paper: DA3 poses) and this backend "
-                "computes no pose estimate (under --backend learned there is no packaged pose model); use "
-                "--backend classical")
+                "computed no pose estimate (under --backend learned the poses are DA3's: pip install --no-deps "
+                "depth-anything-3==0.1.1 addict==2.4.0 einops==0.8.2); or use --backend classical")
     gap = int(P.get("gap", 2))
     share = float(np.mean([bool(P["valid"][j]) for j in range(0, len(P["R"]), gap)]))
     return (f"the return frame is chosen by estimated camera orientation and the pose chain is too incomplete to "
