@@ -1,7 +1,7 @@
 """WorldMark's visual quality columns (QA_q, QA_a) under ``--backend learned``: Q-Align (``q-future/one-align``).
 
 WorldMark's ``evaluation/worldmark/qalign_batch.py`` (qa, AlayaLab/WorldMark) loads the Hub repository's own
-mPLUG-Owl2 code (qa:17-23 ``AutoModelForCausalLM.from_pretrained(QALIGN_MODEL, trust_remote_code=True,
+mPLUG-Owl2 code (qa:17-23 ``AutoModelForCausalLM.from_pretrained(QALIGN_MODEL, trust_remote_code (on),
 torch_dtype=float16)``, ``QALIGN_MODEL`` defaulting to ``q-future/one-align``, wc:37), which does not run on
 transformers 5. It scores each video once per task in video mode:
 
