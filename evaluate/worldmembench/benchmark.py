@@ -74,7 +74,10 @@ def _score_all(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]
     if "quality" in feat:
         q = quality_scores(feat, rec, backend, P)
         out.update({k: q[k] for k in ("imaging_quality", "aesthetic_quality")})
-    if "poses" in feat or "camera_poses" in feat:
+    # camera following reads the adjacent chain (camera_poses) where it ran on this record, else the shared poses;
+    # under --backend learned a record outside the families has neither (DA3's chain is inactive there)
+    active = "camera_poses" in feat and "inactive" not in feat["camera_poses"]
+    if "poses" in feat or active:
         out.update(camera_following(feat, rec, P))
     # always: each dynamic metric says why it is missing (no items, no --judge, the probe's backend)
     out.update(dynamic_scores(feat, rec, rec.get("dir"), P))
