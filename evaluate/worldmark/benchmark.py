@@ -113,7 +113,7 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
     frec, cache, why = protocol_record(feat, rec, P)
     out = {"why": why, "frec": frec, "cache": cache, "model": rec_model(rec), "stem": rec_stem(rec),
            "split": split_of(rec.get("tags") or {}), "searaft": "wm_sx" in feat["flow"],
-           "qa": _qa(feat)}
+           "qa": _qa(feat), "da3": "picks" in feat.get("depth", {})}  # DA3Depth's feature; LearnedDepth has none
     if frec is not None and "appearance" in feat:
         A = feat["appearance"]
         if "transnet_p" in A:  # TransNetV2's per-frame probabilities, as cv:159-183 turns them into cuts
@@ -217,7 +217,9 @@ def _deviations(items: list[dict], backend: str, P: dict) -> list[str]:
     if backend == "learned":
         flow = [] if items and all(it.get("searaft") for it in items) else [
             "flow: torchvision RAFT (not SEA-RAFT: set SEA_RAFT_PATH to a princeton-vl/SEA-RAFT checkout)"]
-        return [*flow, "parallax depth: Depth Anything V2 (not DA3, whose package does not import offline)", *cuts]
+        depth = [] if items and all(it.get("da3") for it in items) else [
+            "parallax depth: Depth Anything V2 (not DA3: pip install --no-deps depth-anything-3==0.1.1 addict einops)"]
+        return [*flow, *depth, *cuts]
     return [
         "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
         f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
