@@ -45,6 +45,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .checkout import checkout_problems
 from .classical import PAIR_GAP, FlowSignals
 from .features import Extractor, FeatureError
 
@@ -233,26 +234,9 @@ def missing(path=None, ckpt=None, cfg=None, import_modules: bool = True) -> list
     out = []
     repo = Path(path).expanduser() if path else None
     clone = f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/SEA-RAFT"
-    if repo is None:
-        out.append(row("SEA-RAFT checkout (WorldMark flow, fe:13-15)", f"${ENV_PATH} (not set)", clone))
-    elif not repo.is_dir():
-        out.append(row("SEA-RAFT checkout (WorldMark flow, fe:13-15)", f"{ENV_PATH}={repo} (no such folder)", clone))
-    else:
-        absent = []
-        for mod, (rel, name) in MODULES.items():
-            f = repo / rel
-            if not f.is_file() or name not in f.read_text(errors="replace"):
-                absent.append(f"{mod}.{name} ({rel})")
-        if absent:
-            out.append(row("SEA-RAFT checkout lacks " + ", ".join(absent), f"{ENV_PATH}={repo}",
-                           f"is it a checkout of {REPO_URL}? `git -C {repo} pull`, or {CLONE_CMD}"))
-        elif import_modules:
-            try:
-                import_checkout(repo)
-            except Exception as e:  # noqa: BLE001 - any import failure of the user's checkout is what to report
-                last = (str(e).strip().splitlines() or [""])[-1][:200]
-                out.append(row(f"SEA-RAFT checkout does not import ({type(e).__name__}: {last})",
-                               f"{ENV_PATH}={repo}", DEPS_CMD))
+    out += [row(*p) for p in checkout_problems(repo, "SEA-RAFT", "WorldMark flow, fe:13-15", ENV_PATH, clone, MODULES,
+                                               REPO_URL, CLONE_CMD, DEPS_CMD,
+                                               import_checkout if import_modules else None)]
     if cfg is not None and (cfg_named or (repo is not None and repo.is_dir())):  # a default config: in a checkout
         try:
             data = read_config(cfg)

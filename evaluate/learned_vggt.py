@@ -39,6 +39,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .checkout import checkout_problems
 from .features import Extractor, FeatureError
 from .vggt_c3 import (
     C3_CONF_Q,
@@ -135,28 +136,10 @@ def missing(path=None, ckpt=None, import_modules: bool = True) -> list[dict]:
 
     out = []
     repo = Path(path).expanduser() if path else None
-    if repo is None:
-        out.append(row("VGGT-Omega checkout (WorldMark global memory, vg:9-14)", f"${ENV_PATH} (not set)",
-                       f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/vggt-omega"))
-    elif not repo.is_dir():
-        out.append(row("VGGT-Omega checkout (WorldMark global memory, vg:9-14)", f"{ENV_PATH}={repo} (no such folder)",
-                       f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/vggt-omega"))
-    else:
-        absent = []
-        for mod, (rel, name) in MODULES.items():
-            f = repo / rel
-            if not f.is_file() or name not in f.read_text(errors="replace"):
-                absent.append(f"{mod}.{name} ({rel})")
-        if absent:
-            out.append(row("VGGT-Omega checkout lacks " + ", ".join(absent), f"{ENV_PATH}={repo}",
-                           f"is it a checkout of {REPO_URL}? `git -C {repo} pull`, or {CLONE_CMD}"))
-        elif import_modules:
-            try:
-                import_checkout(repo)
-            except Exception as e:  # noqa: BLE001 - any import failure of the user's checkout is what to report
-                last = (str(e).strip().splitlines() or [""])[-1][:200]
-                out.append(row(f"VGGT-Omega checkout does not import ({type(e).__name__}: {last})",
-                               f"{ENV_PATH}={repo}", DEPS_CMD))
+    out += [row(*p) for p in checkout_problems(repo, "VGGT-Omega", "WorldMark global memory, vg:9-14", ENV_PATH,
+                                               f"{CLONE_CMD}; then export {ENV_PATH}=$PWD/vggt-omega", MODULES,
+                                               REPO_URL, CLONE_CMD, DEPS_CMD,
+                                               import_checkout if import_modules else None)]
     if not ckpt:
         out.append(row("VGGT-Omega-1B-512 weights (vg:17, 23)", f"${ENV_CKPT} (not set)",
                        f"{FETCH_CMD}; then export {ENV_CKPT}=WEIGHTS/{CKPT_FILE}"))
