@@ -36,7 +36,7 @@ from worldgate.generate.records import (
 )
 from worldgate.generate.video import read_frames
 
-from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
+from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _torch_threads, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
 
 
 class FeatureError(RuntimeError):
@@ -335,8 +335,11 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     # the extractors run on a pool of threads, one per usable core (OpenCV releases the GIL): each extractor sees
     # every frame in order at its analysis size (a size several extractors share is resized once per frame, see
     # _Frame). OpenCV's own thread pool is off meanwhile: the extractors already keep every core busy, and a nested
-    # pool only adds spinning and hand-offs.
-    pool = _Pool(min(len(todo), _usable_cores()))
+    # pool only adds spinning and hand-offs; torch's intra-op threads are shared out the same way (cores per pool
+    # thread), and every finish() below gets all cores back.
+    n_threads = min(len(todo), _usable_cores())
+    torch_threads = _torch_threads(max(1, _usable_cores() // n_threads))
+    pool = _Pool(n_threads)
     workers = [_Worker(ex, pool) for ex in todo]
     vmeta: dict = {}
     cv_threads = _opencv_threads(_OPENCV_THREADS)
@@ -359,6 +362,7 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
             w.flush()
         pool.close()
         _opencv_threads(cv_threads)
+        _torch_threads(torch_threads)
     for w in workers:
         if w.error is not None:
             raise FeatureError(f"{rec.dir.name}: extractor {w.ex.key()} failed: {type(w.error).__name__}: {w.error}")

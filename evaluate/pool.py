@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 import time
 
@@ -50,6 +51,21 @@ class _Frame:
             if f is None:
                 f = self.sized[size] = _resize(self.full, size)
         return f
+
+
+def _torch_threads(n: int | None) -> int | None:
+    """Set torch's intra-op thread count when torch is already imported (a classical evaluation never imports it);
+    returns the previous count, or None when nothing was changed. Learned extractors run their inference in
+    ``update`` on the pool's threads: with one thread per core each, a pass with two models asked for twice the cores
+    (one tiny learned model's call on a loaded 2-core box: 22.3 s at two torch threads, 11.5 s at one). A pool
+    thread reads the count when it first runs an op, so this is set before the pool's threads start."""
+    torch = sys.modules.get("torch")
+    if n is None or torch is None:
+        return None
+    prev = torch.get_num_threads()
+    if prev != n:
+        torch.set_num_threads(n)
+    return prev
 
 
 def _usable_cores() -> int:

@@ -344,3 +344,38 @@ def test_pose_extractor_follows_the_rendered_camera_under_drift(tmp_path):
     assert est.sum() >= len(a) // 2  # the drift's translation is seen in most pairs
     cos = np.einsum("ij,ij->i", P["t"][a][est], t_true[est]) / np.linalg.norm(t_true[est], axis=1)
     assert (cos < 0).mean() <= 0.1, f"{(cos < 0).sum()} of {est.sum()} baselines point the wrong way"
+
+
+def test_learned_extractors_share_torchs_threads_out_by_pool_thread(run, tmp_path, monkeypatch):
+    """Learned extractors infer in update() on the pool's threads: torch's intra-op threads are cores per pool thread
+    meanwhile (no oversubscription with two models at once), and the caller's count comes back afterwards."""
+    torch = pytest.importorskip("torch")
+    from worldgate.evaluate import features as F
+    from worldgate.evaluate.features import Extractor
+
+    class Probe(Extractor):
+        version = "1"
+
+        def __init__(self, name):
+            self.name, self.seen = name, set()
+
+        def start(self, rec):
+            pass
+
+        def update(self, i, frame):
+            self.seen.add(torch.get_num_threads())
+
+        def finish(self):
+            return {"n": np.asarray(len(self.seen))}
+
+    monkeypatch.setattr(F, "_usable_cores", lambda: 6)
+    before = torch.get_num_threads()
+    torch.set_num_threads(5)  # a caller's own count, neither the machine's nor the pass's
+    try:
+        rec = F.open_record(next(p for p in sorted(run.iterdir()) if (p / "meta.json").exists()))
+        exs = [Probe("probe_a"), Probe("probe_b")]
+        F.compute_features(rec, exs, F.FeatureCache(tmp_path / "f"))
+        assert exs[0].seen == exs[1].seen == {3}  # 6 cores over 2 pool threads
+        assert torch.get_num_threads() == 5
+    finally:
+        torch.set_num_threads(before)
