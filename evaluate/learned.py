@@ -22,7 +22,7 @@ feature           model                                                    used 
                   and, with pyiqa, MUSIQ-SPAQ                              and imaging quality (pyiqa: PolyForm-NC)
 ``targets``       DINOv2-base in each target's mask; SAM2.1-hiera-large    WorldMemBench human/object appearance and
                   (``facebook/sam2.1-hiera-large``) box-prompted masks     object geometry
-``memory_depth``  Depth Anything V2 at frame 0 and the revisit frames     Depth Spearman, Spherical Reconstruction
+``memory_depth``  DA3 (else Depth Anything V2) at frame 0 and the revisits   Depth Spearman, Spherical Reconstruction
 ================  ======================================================  =============================================
 
 Every feature is computed from the one decode of its record (``features.compute_features``), frames batched
@@ -255,6 +255,16 @@ def learned_depth(**kw):
     from .learned_da3 import DA3Depth, available
 
     return DA3Depth(**kw) if available() else LearnedDepth(**kw)
+
+
+def learned_memory_depth(**kw):
+    """The learned ``memory_depth`` feature: Depth Anything 3 (learned_da3.DA3MemoryDepth, the paper's estimator for
+    camera following and Environment Visible; the paper names no depth model for Depth Spearman / Spherical
+    Reconstruction, worldgate's choice) where depth-anything-3 imports, else Depth Anything V2 (LearnedMemoryDepth).
+    Both give ``frame``, ``depth`` (K, 32, 32 relative inverse depth) and ``K``."""
+    from .learned_da3 import DA3MemoryDepth, available
+
+    return DA3MemoryDepth(**kw) if available() else LearnedMemoryDepth(**kw)
 
 
 class LearnedAppearance(Extractor):
@@ -492,6 +502,23 @@ class LearnedTargets(TargetExtractor):
                 "segmentation": self.sam_id}
 
 
+def memory_depth_frames(rec, stride: int) -> set[int]:
+    """The frames whose depth Depth Spearman and the Spherical Reconstruction Score compare: frame 0 and, in every
+    revisit phase, every ``stride``-th frame and the arrival frame (none at all for a record without revisits)."""
+    n = rec.n_frames or 10**9
+    keep = set()
+    for _, a, b in revisit_phases(rec.trajectory):
+        r = revisit_range(a, b, rec.n_frames)
+        keep.update(range(r.start, r.stop, stride))
+        keep.add(r.stop - 1)
+    return {0} | {i for i in keep if 0 <= i < n} if keep else set()
+
+
+def grid_K(rec, w: int, h: int, grid: int) -> np.ndarray:
+    """The intrinsics of a grid x grid raster over a w x h frame of ``rec`` (x and y scaled separately)."""
+    return np.diag([grid / w, grid / h, 1.0]) @ analysis_K(rec, w, h)
+
+
 class LearnedMemoryDepth(Extractor):
     """Depth Anything relative inverse depth, on a 32 x 32 grid, at frame 0 and at the frames of every revisit phase
     (every ``STRIDE``-th and the arrival frame; evaluate/worldmembench/static.py): the maps Depth Spearman and the Spherical
@@ -509,13 +536,7 @@ class LearnedMemoryDepth(Extractor):
 
     def start(self, rec):
         super().start(rec)
-        n = rec.n_frames or 10**9
-        keep = set()
-        for _, a, b in revisit_phases(rec.trajectory):
-            r = revisit_range(a, b, rec.n_frames)
-            keep.update(range(r.start, r.stop, self.STRIDE))
-            keep.add(r.stop - 1)
-        self.keep = {0} | {i for i in keep if 0 <= i < n} if keep else set()
+        self.keep = memory_depth_frames(rec, self.STRIDE)
         self.frames, self.maps, self.K, self.todo = [], [], None, []
 
     def needs_frame(self, i):
@@ -530,8 +551,8 @@ class LearnedMemoryDepth(Extractor):
         self.todo.append(frame)
         if len(self.todo) >= self.depth.batch_size:
             self._run()
-        if self.K is None:  # the intrinsics of the G x G grid (x and y scaled separately)
-            self.K = np.diag([G / w, G / h, 1.0]) @ analysis_K(self.rec, w, h)
+        if self.K is None:
+            self.K = grid_K(self.rec, w, h, G)
 
     def _run(self):
         G = self.GRID

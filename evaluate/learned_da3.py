@@ -1,4 +1,5 @@
-"""Depth Anything 3 under ``--backend learned``: WorldMark's parallax depth and WorldMemBench's camera poses.
+"""Depth Anything 3 under ``--backend learned``: WorldMark's parallax depth, WorldMemBench's camera poses and revisit
+depth.
 
 DA3 comes from PyPI ``depth-anything-3`` 0.1.1 (code Apache-2.0), loaded with its own API,
 ``depth_anything_3.api.DepthAnything3.from_pretrained(ID)`` (a Hub id or a local folder; WorldMark's default
@@ -30,6 +31,9 @@ the features' config (``api_import``); with the full set installed the real modu
   ``analysis_width`` = 640 so its per-step rescale (``trans_flow * width / 640 / f``) is the identity and
   ``trans_flow`` holds DA3's own step length: the chain reproduces DA3's poses relative to the first frame. DA3's
   camera-to-world poses themselves are kept too (``c2w``, ``intrinsics``, ``frame``), and ``estimator`` names it.
+- ``memory_depth`` (:class:`DA3MemoryDepth`): Environment Depth Spearman and the Spherical Reconstruction Score from
+  DA3's depth of frame 0 and the revisit frames (one call), in LearnedMemoryDepth's format. The paper names no depth
+  model for them; DA3 (its pose estimator) rather than a second depth model is worldgate's choice.
 """
 
 from __future__ import annotations
@@ -311,6 +315,7 @@ class _DA3Extractor(Extractor):
         self.model, self.hf_id, self.device = model, hf_id, device
         self.given = model is not None
         self.process_res, self.method = int(process_res), process_res_method
+        self._ip = None
 
     def _model(self):
         if self.model is None:
@@ -319,6 +324,18 @@ class _DA3Extractor(Extractor):
 
     def label(self) -> str:
         return "a given model" if self.given else model_id(self.hf_id)
+
+    def _resize(self, frame):
+        """The API's own boundary resize (InputProcessor._resize_image), done on arrival so only processed-size
+        frames are kept; the API then finds them at the target size and leaves them as they are."""
+        from PIL import Image
+
+        if self._ip is None:
+            from depth_anything_3.utils.io.input_processor import InputProcessor
+
+            self._ip = InputProcessor()
+        return np.asarray(self._ip._resize_image(Image.fromarray(np.ascontiguousarray(frame)), self.process_res,
+                                                 self.method))
 
     def config(self):
         mode = _API.get("mode") or "not imported yet"
@@ -386,22 +403,9 @@ class DA3CameraPoses(_DA3Extractor):
         n = int(rec.n_frames or 0)
         self.gap = max(1, math.ceil(n / self.max_views)) if self.max_views and n > self.max_views else 1
         self.frames: dict[int, np.ndarray] = {}
-        self._ip = None
 
     def needs_frame(self, i):
         return self.active and i % self.gap == 0
-
-    def _resize(self, frame):
-        """The API's own boundary resize (InputProcessor._resize_image), done on arrival so only processed-size
-        frames are kept; the API then finds them at the target size and leaves them as they are."""
-        from PIL import Image
-
-        if self._ip is None:
-            from depth_anything_3.utils.io.input_processor import InputProcessor
-
-            self._ip = InputProcessor()
-        return np.asarray(self._ip._resize_image(Image.fromarray(np.ascontiguousarray(frame)), self.process_res,
-                                                 self.method))
 
     def update(self, i, frame):
         if frame is not None and self.needs_frame(i):
@@ -428,9 +432,62 @@ class DA3CameraPoses(_DA3Extractor):
         return {**super().config(), "max_views": self.max_views}
 
 
+class DA3MemoryDepth(_DA3Extractor):
+    """Depth Anything 3 for WorldMemBench's Environment Depth Spearman and Spherical Reconstruction Score: frame 0 and
+    the revisit frames ``learned.memory_depth_frames`` picks (LearnedMemoryDepth's), given to DA3 in one
+    ``inference`` call at the API's defaults (the views see each other, one depth scale for all of them), as
+    ``1 / clip(depth, 1e-3)`` on LearnedMemoryDepth's 32 x 32 grid with the record's intrinsics on that grid: the
+    same keys, so evaluate/worldmembench/static.py reads it unchanged. The paper names DA3 for poses and no depth
+    model for these two metrics; one estimator for all of them is worldgate's choice."""
+
+    name = "memory_depth"
+    version = "da3-1"
+    GRID = 32
+    STRIDE = 4
+
+    def start(self, rec):
+        super().start(rec)
+        from .learned import memory_depth_frames
+
+        self.keep = memory_depth_frames(rec, self.STRIDE)
+        self.frames: dict[int, np.ndarray] = {}
+        self.K = None
+
+    def needs_frame(self, i):
+        return i in self.keep
+
+    def update(self, i, frame):
+        if frame is None or i not in self.keep:
+            return
+        if self.K is None:
+            from .learned import grid_K
+
+            h, w = frame.shape[:2]
+            self.K = grid_K(self.rec, w, h, self.GRID)
+        self.frames[i] = self._resize(frame)
+
+    def finish(self):
+        G = self.GRID
+        order = sorted(self.frames)
+        empty = {"frame": np.zeros(0, np.int32), "depth": np.zeros((0, G, G), np.float32),
+                 "K": self.K if self.K is not None else np.eye(3), "model": np.asarray(self.label())}
+        if not order:
+            return empty
+        P = predict(self._model(), [self.frames[i] for i in order], self.process_res, self.method)
+        self.frames = {}
+        if len(P["depth"]) != len(order):
+            raise FeatureError(f"DA3 returned {len(P['depth'])} depth maps for {len(order)} frames")
+        inv = 1.0 / np.clip(np.asarray(P["depth"], np.float64), INVZ_MIN_DEPTH, None)
+        maps = np.stack([cv2.resize(d, (G, G), interpolation=cv2.INTER_AREA) for d in inv]).astype(np.float32)
+        return {**empty, "frame": np.asarray(order, np.int32), "depth": maps,
+                "image_hw": np.asarray(P["depth"].shape[1:], np.int32)}
+
+
 #: the rows ``learned.MODELS_BY_FEATURE`` lists for DA3 (what, source, id, licence)
 MODEL_ROWS = {
     "depth": ("depth, parallax split (Depth Anything 3, WorldMark's DA3-LARGE-1.1; fe:41-42, 193)", "hub", DA3_ID,
               LICENCE),
     "camera_poses": ("camera following poses (Depth Anything 3, WorldMemBench's estimator)", "hub", DA3_ID, LICENCE),
+    "memory_depth": ("revisit depth (Depth Anything 3; the paper names no depth model: worldgate's choice)", "hub",
+                     DA3_ID, LICENCE),
 }

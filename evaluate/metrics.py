@@ -47,7 +47,7 @@ FEATURES = {
         "appearance": "worldgate.evaluate.learned:LearnedAppearance",
         "quality": "worldgate.evaluate.learned:LearnedQuality",
         "targets": "worldgate.evaluate.learned_targets:TrackedTargets",
-        "memory_depth": "worldgate.evaluate.learned:LearnedMemoryDepth",
+        "memory_depth": "worldgate.evaluate.learned:learned_memory_depth",  # DA3 where it imports, else DA-V2
         "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
         "qalign": "worldgate.evaluate.learned_qalign:QAlignFeature",
     }),

@@ -292,3 +292,48 @@ def test_camera_poses_max_views_and_inactive_families(records, tmp_path, api):
     feats, _ = compute_features(plain, [D.DA3CameraPoses(model=api, process_res=56)], FeatureCache(tmp_path / ".f2"))
     assert "inactive" in feats["camera_poses"]
 
+
+
+# --- WorldMemBench's revisit depth ---------------------------------------------------------------------------------------
+
+def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_path, api):
+    """Frame 0 and the revisit frames LearnedMemoryDepth picks, one inference call, 1 / depth on the 32 x 32 grid
+    with the record's intrinsics there; the static scorer reads it and the registry picks it where DA3 imports."""
+    import cv2
+
+    from worldgate.evaluate import metrics as M
+    from worldgate.evaluate.classical_geometry import analysis_K
+    from worldgate.evaluate.learned import memory_depth_frames
+    from worldgate.evaluate.worldmembench.static import depth_memory_scores
+    from worldgate.generate.video import read_frames
+
+    rec = open_record(_record(tmp_path, "lrl", "L2 R2 L2", tags={"family": "environment"}))
+    calls = []
+
+    class Counting:
+        def inference(self, imgs, **k):
+            calls.append(len(imgs))
+            return api.inference(imgs, **k)
+
+    ex = D.DA3MemoryDepth(model=Counting(), process_res=56)
+    assert ex.key() == "memory_depth@da3-1-learned"
+    F = compute_features(rec, [ex], FeatureCache(tmp_path / ".features"))[0]["memory_depth"]
+    picks = sorted(memory_depth_frames(rec, 4))
+    assert picks[0] == 0 and len(picks) > 3 and list(F["frame"]) == picks and calls == [len(picks)]
+    assert F["depth"].shape == (len(picks), 32, 32) and np.isfinite(F["depth"]).all() and (F["depth"] > 0).all()
+    w, h = 64, 48
+    assert np.allclose(F["K"], np.diag([32 / w, 32 / h, 1.0]) @ analysis_K(rec, w, h))
+    frames = [f for i, f in enumerate(read_frames(rec.video)) if i in set(picks)]
+    inv = 1.0 / np.clip(D.predict(api, [ex._resize(f) for f in frames], 56)["depth"].astype(np.float64), 1e-3, None)
+    want = np.stack([cv2.resize(d, (32, 32), interpolation=cv2.INTER_AREA) for d in inv])
+    assert np.allclose(F["depth"], want, rtol=1e-5)
+    revs = [{"phase": "R1", "frame": picks[-1], "return_err_deg": 0.0, "departure_deg": 60.0, "by": "test"}]
+    s = depth_memory_scores(F, revs, {}, {"trajectory": rec.trajectory, "poses": rec.poses}, M.params())
+    assert 0.0 <= s["depth_spearman"].value <= 1.0 and 0.0 <= s["spherical_reconstruction"].value <= 1.0
+    assert s["depth_spearman"].detail["model"] == "a given model"
+    assert type(M.FEATURES["learned"].get("memory_depth")()).__name__ == "DA3MemoryDepth"
+    # a record without revisits: no call, empty arrays
+    plain = open_record(_record(tmp_path, "w", "W2", tags={"family": "environment"}))
+    calls.clear()
+    out = compute_features(plain, [D.DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f2"))[0]
+    assert calls == [] and out["memory_depth"]["frame"].shape == (0,) and out["memory_depth"]["depth"].shape == (0, 32, 32)

@@ -156,7 +156,7 @@ def tiny_raft():
 def every_extractor(t) -> list:
     """One extractor per learned feature, each the registry's own constructor with a tiny model: given in memory
     where the loader has no file form (RAFT, DA3, MUSIQ), loaded from the tiny files by path otherwise."""
-    from worldgate.evaluate.learned_da3 import DA3Depth
+    from worldgate.evaluate.learned_da3 import DA3Depth, DA3MemoryDepth
 
     F = FEATURES["learned"]
     torch.manual_seed(0)
@@ -171,11 +171,12 @@ def every_extractor(t) -> list:
         "appearance": F.get("appearance")(hf_id=t["dino"], transnet=False),
         "quality": F.get("quality")(hf_id=t["clip"], head_path=t["head"], imaging=musiq),
         "targets": F.get("targets")(hf_id=t["dino"], sam_id=t["sam2"], detector_id=t["gdino"]),  # ArcFace: env
-        "memory_depth": F.get("memory_depth")(hf_id=t["depth"], size=98),
+        "memory_depth": F.get("memory_depth")(model=t["da3"], process_res=56),
         "vggt_global": F.get("vggt_global")(device="cpu", image_resolution=64),  # the checkout: env
         "qalign": F.get("qalign")(device="cpu"),  # the checkpoint folder: QALIGN_MODEL
     }
-    assert isinstance(made["depth"], DA3Depth)  # where DA3 imports, WorldMark's depth is DA3's call
+    # where DA3 imports, WorldMark's depth is DA3's call and WorldMemBench's revisit depth DA3's too
+    assert isinstance(made["depth"], DA3Depth) and isinstance(made["memory_depth"], DA3MemoryDepth)
     assert list(made) == [f for f in ORDER["learned"]] and set(made) == set(F.entries)
     return list(made.values())
 

@@ -534,7 +534,7 @@ def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dic
         sph.append(spherical_score(ref, np.eye(3), dk, Rk, K, P))
         used.append(fk)
     slim = [{k: r[k] for k in ("phase", "frame", "return_err_deg", "departure_deg", "by")} for r in revs]
-    det = {"frames": used, "revisits": slim,
+    det = {"frames": used, "revisits": slim, "model": str(D["model"]) if "model" in D else "Depth Anything V2",
            "orientation": "estimated" if O is not None else "commanded (no orientation estimate)"}
     return {"depth_spearman": Score(float(np.mean(rho)), detail={**det, "per_revisit": rho}),
             "spherical_reconstruction": Score(float(np.mean(sph)), detail={**det, "per_revisit": sph})}
