@@ -60,8 +60,7 @@ FM = os.path.join(os.environ.get("WORLDMARK_CHECKOUT", "/nonexistent"), "evaluat
 @pytest.mark.skipif(not os.path.exists(FM), reason="set WORLDMARK_CHECKOUT to a WorldMark checkout to run its final_master.py")
 def test_worldmarks_final_master_prints_our_table(scored, tmp_path):
     """WorldMark's own final_master.py on the tree `worldgate export` writes prints worldgate's row (to 0.01) in every
-    column both have; Local is left out: final_master re-thresholds C1's distances with DINOv2's 0.10, the classical
-    embedding's threshold is its own (a documented backend deviation)."""
+    column both have, Local included (the classical C1 distances are stored on WorldMark's scale)."""
     run, results = scored
     out = tmp_path / "delivery"
     assert main(["export", str(run), "--format", "worldmark", "--out", str(out)]) == 0
@@ -73,11 +72,36 @@ def test_worldmarks_final_master_prints_our_table(scored, tmp_path):
     ours = results["worldmark"]["splits"]["_real_first"]
     compared = 0
     for col, v in zip(head[1:], row[1:]):
-        if col == "Local" or col not in ours:
+        if col not in ours:
             continue
         if v in ("", "nan"):
             assert ours[col] is None, col
         else:
             assert ours[col] == pytest.approx(float(v), abs=0.01), col
             compared += 1
-    assert compared == 9  # the action columns (no switch in a W-only video: RL_t empty on both), Global, Rev
+    assert compared == 10  # the action columns (no switch in a W-only video: RL_t empty on both), Local, Global, Rev
+
+
+def test_classical_local_distances_are_stored_on_worldmarks_scale():
+    """A classical C1 distance between the classical threshold (0.06) and WorldMark's (0.10) is a mutation for
+    worldgate's table; the stored distance must make final_master's own rule (fm:48-64, threshold 0.10 on the
+    4-place rounded distances) say the same, or its Local would differ from worldgate's (it did: 87.5 vs 75.0)."""
+    from worldgate.evaluate import metrics as M
+    from worldgate.evaluate.worldmark.benchmark import memory_config, table_config
+    from worldgate.evaluate.worldmark.consistency import c1_local, c1_sample_indices
+    from worldgate.evaluate.worldmark.master import MasterConfig, local_score
+
+    P = M.params()
+    n = 200
+    Sx, Srad = np.ones(n), np.zeros(n)
+    idx = c1_sample_indices(Sx, Srad, 10.0)
+    theta = np.arccos(1 - 0.08)  # 1 - cos = 0.08 between consecutive samples
+    ang = np.zeros(n)
+    for k, i in enumerate(idx):
+        ang[i:] = k * theta
+    emb = np.stack([np.cos(ang), np.sin(ang)], 1)
+    c1 = c1_local(Sx, Srad, 10.0, n, emb, cfg=memory_config("classical", P))
+    assert c1["mut_rate"] == 1.0 and min(c1["pmean_dists"]) > 0.10
+    assert local_score([c1], MasterConfig()) == local_score([c1], table_config("classical", P)) == 0.0
+    dino = c1_local(Sx, Srad, 10.0, n, emb, cfg=memory_config("learned", P))  # on DINOv2's scale 0.08 is no mutation
+    assert dino["pmean_dists"][0] == 0.08 and local_score([dino], MasterConfig()) == 100.0

@@ -93,17 +93,21 @@ def qa_entries(items: list[dict]) -> dict:
 
 
 def memory_config(backend: str, P: dict) -> MemoryConfig:
-    """WorldMark's constants; the classical embedding is not DINOv2, so its 1 - cos has its own scale: the mutation
-    threshold and revisit scale are the backend's (named PARAMS), the rest is WorldMark's."""
+    """WorldMark's constants; the classical embedding is not DINOv2, so its 1 - cos has its own scale: its C1
+    distances are put on WorldMark's (x tau_mut / local_mutation_classical, so WorldMark's 0.10 decides a mutation
+    where the classical threshold would, and the 4-place rounding and final_master's own threshold act on the
+    stored distances exactly as on DINOv2's), and the revisit scale is the backend's (named PARAMS); the rest is
+    WorldMark's."""
     if backend == "learned":
         return MemoryConfig()
-    return MemoryConfig(tau_mut=P["local_mutation_classical"], tau_c=P["revisit_d_scale_classical"])
+    wm = MemoryConfig()
+    return MemoryConfig(dist_scale=wm.tau_mut / P["local_mutation_classical"], tau_c=P["revisit_d_scale_classical"])
 
 
 def table_config(backend: str, P: dict):
-    cfg = master_config(P)
-    tau_mut = P["local_mutation_classical"] if backend == "classical" else cfg.tau_mut
-    return dataclasses.replace(cfg, tau_mut=tau_mut, tau_g=P["global_tau"])
+    """final_master's constants (fm): WorldMark's on either backend (the classical C1 distances are stored on
+    WorldMark's scale, see memory_config); global memory's tau from PARAMS."""
+    return dataclasses.replace(master_config(P), tau_g=P["global_tau"])
 
 
 def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
@@ -221,9 +225,10 @@ def _deviations(items: list[dict], backend: str, P: dict) -> list[str]:
             "parallax depth: Depth Anything V2 (not DA3: pip install --no-deps depth-anything-3==0.1.1 addict einops)"]
         return [*flow, *depth, *cuts]
     return [
-        "classical embedding (colour + texture) instead of DINOv2: mutation threshold local_mutation_classical "
-        f"= {P['local_mutation_classical']:g} and revisit scale revisit_d_scale_classical = "
-        f"{P['revisit_d_scale_classical']:g} instead of 0.10 and 1.0",
+        "classical embedding (colour + texture) instead of DINOv2: its local-memory distances are put on "
+        f"WorldMark's scale (x 0.10 / local_mutation_classical = {P['local_mutation_classical']:g}, then WorldMark's "
+        f"0.10 and rounding) and its revisit scale is revisit_d_scale_classical = "
+        f"{P['revisit_d_scale_classical']:g} instead of 1.0",
         "flow: OpenCV DIS (not SEA-RAFT); parallax fit's samples from the pose model's triangulated tracks "
         "(not DA3 depth)",
         "global memory: co-visible distance over median depth from ORB two-view geometry between key frames "

@@ -43,6 +43,8 @@ class MemoryConfig:
     rot_width_px: float | None = None   # cv:239 deg->arc uses the decoded frame width; None = that (WorldMark)
     failed_gate: str = "skip"      # cv:250-258 a trip failing a gate is skipped; "zero": a video with no pairs
                                    # scores C2 = 0 instead of being excluded (worldgate 88c415a behaviour)
+    dist_scale: float = 1.0        # worldgate: C1's 1 - cos multiplied by this before it is stored and thresholded
+                                   # (1 = WorldMark; the classical embedding's distances are put on DINOv2's scale)
 
 
 def flow_mag(Sx, Srad):
@@ -146,7 +148,7 @@ def c1_local(Sx, Srad, delta, n_frames, patch_mean, lpips_fn=None, cfg=MemoryCon
         return out
     frames = [min(i, n_frames - 1) for i in idx]
     pm = l2_normalize(np.asarray(patch_mean, float)[frames], -1)
-    pm_d = np.array([cos_dist(pm[i], pm[i + 1]) for i in range(len(idx) - 1)])
+    pm_d = np.array([cos_dist(pm[i], pm[i + 1]) for i in range(len(idx) - 1)]) * cfg.dist_scale
     out.update(pmean_level=float(np.mean(pm_d)), pmean_spikes=zspikes(pm_d, cfg.z0),
                mut_rate=float(np.mean(pm_d > cfg.tau_mut)), mut_events=int(np.sum(pm_d > cfg.tau_mut)),
                pmean_dists=[float(x) if cfg.dist_round_places is None else round(float(x), cfg.dist_round_places)
