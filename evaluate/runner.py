@@ -53,6 +53,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     unknown = sorted(set(metrics or ()) - set(metric_info()))
     if unknown:
         raise did_you_mean("metric", unknown[0], metric_info())
+    # the judge's model is checked first: a missing one fails in seconds, before any record or other model
+    judges = judge_extractors(judge, backend, judge_device, check=not rescore) if judge else []
     cache = FeatureCache(run / ".features")
     folders = candidate_records(run)
     if not folders:
@@ -60,8 +62,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     extractors = extractors if extractors is not None else extractors_for(backend)
     if any(ex.backend != backend for ex in extractors):
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
-    if judge:
-        extractors = list(extractors) + judge_extractors(judge, backend, judge_device)
+    extractors = list(extractors) + judges
     samples, t_all = [], time.perf_counter()
     feat_stats = {"computed": 0, "cached": 0}
     collected: dict[str, list] = {b.name: [] for b in benchmarks() if b.collect is not None}
@@ -76,6 +77,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         row = {"case": folder.name}
         try:
             rec = open_record(folder)
+            row["tags"] = rec.meta.get("case", {}).get("tags", {})  # also on an error row: family coverage reads it
             feats, st = compute_features(rec, extractors, cache, rescore=rescore)
             feat_stats["computed"] += len(st["computed"])
             feat_stats["cached"] += len(st["cached"])
@@ -122,9 +124,11 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     return results
 
 
-def judge_extractors(judge: str, backend: str, device: str | None = None) -> list:
-    """The extractors a VLM judge (``--judge HF_ID``) adds: each benchmark that takes a judge gives its own."""
-    out = [ex for b in benchmarks() if getattr(b, "judge", None) is not None for ex in b.judge(judge, backend, device)]
+def judge_extractors(judge: str, backend: str, device: str | None = None, check: bool = True) -> list:
+    """The extractors a VLM judge (``--judge HF_ID``) adds: each benchmark that takes a judge gives its own
+    (``check``: each fails before the first record when its model is not on this machine)."""
+    out = [ex for b in benchmarks() if getattr(b, "judge", None) is not None
+           for ex in b.judge(judge, backend, device, check=check)]
     if not out:
         raise ValueError("--judge was given but no registered benchmark takes a judge")
     return out

@@ -207,3 +207,22 @@ def test_evaluate_judge_scores_dynamic_cases_through_the_cached_feature(qwen, tm
 def test_uncached_model_names_the_download_command():
     with pytest.raises(RuntimeError, match="hf download org/not-cached"):
         J.VLMJudge(model_id="org/not-cached")
+
+
+def test_an_uncached_judge_fails_before_the_first_record(tmp_path, monkeypatch, capsys):
+    """`evaluate --judge ID` with ID neither cached nor a folder: one error naming the fetch command, before any
+    record is read (it used to fail every Dynamic record, one model load each, and lose the measured probe)."""
+    from worldgate.cli import main
+    from worldgate.evaluate.runner import evaluate_run
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    run = tmp_path / "run"
+    run.mkdir()  # no record at all: the check comes first
+    with pytest.raises(J.JudgeMissingError, match="hf download org/not-cached"):
+        evaluate_run(run, judge="org/not-cached", progress=False)
+    (tmp_path / "nocfg").mkdir()
+    with pytest.raises(J.JudgeMissingError, match="no config.json"):
+        J.check_judge(str(tmp_path / "nocfg"))
+    assert main(["evaluate", str(run), "--judge", "org/not-cached", "--no-progress"]) == 2
+    assert "hf download org/not-cached" in capsys.readouterr().err
+    assert not (run / "results.json").exists()

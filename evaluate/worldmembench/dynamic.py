@@ -583,6 +583,33 @@ class JudgeExtractor(Extractor):
                 "raw": np.asarray([r["raw"] for r in res])}
 
 
-def judge_extractors(model_id: str, backend: str, device: str | None = None) -> list[Extractor]:
-    """What ``evaluate --judge HF_ID`` adds to a run's extractors (the runner asks each benchmark for its own)."""
+class JudgeMissingError(ValueError):
+    """The ``--judge`` model is not on this machine (a user error: the CLI prints it as one line)."""
+
+
+def check_judge(model_id: str) -> None:
+    """Fail once, before the first record, when the judge is neither a local model folder nor in the Hugging Face
+    cache (no download is tried): without this every Dynamic record failed, one model load each, and took the
+    measured probe with it."""
+    if any(k[0] == model_id for k in _JUDGES):  # loaded in this process already
+        return
+    p = Path(model_id).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise JudgeMissingError(f"--judge {model_id}: the folder has no config.json (a transformers chat VLM "
+                                     "saved with save_pretrained is expected)")
+        return
+    from huggingface_hub import try_to_load_from_cache  # optional (the learned extra), read-only: no network
+
+    if not isinstance(try_to_load_from_cache(model_id, "config.json"), str):
+        raise JudgeMissingError(f"--judge {model_id}: the VLM judge is not in the Hugging Face cache (no download "
+                                 f"is tried): fetch it with `hf download {model_id}` on a connected machine, or "
+                                 "give a local model folder; --rescore re-scores replies already cached")
+
+
+def judge_extractors(model_id: str, backend: str, device: str | None = None, check: bool = True) -> list[Extractor]:
+    """What ``evaluate --judge HF_ID`` adds to a run's extractors (the runner asks each benchmark for its own);
+    ``check``: the judge must be on this machine (not needed for ``--rescore``, which reads cached replies)."""
+    if check:
+        check_judge(model_id)
     return [JudgeExtractor(model_id, backend=backend, device=device)]
