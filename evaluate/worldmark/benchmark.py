@@ -169,7 +169,20 @@ def _row(items, backend, P, delta=None) -> tuple[dict, dict]:
     return row, {"flow": flow, "c1": c1, "c2": c2, "c3": c3, "delta": delta}
 
 
+def other_benchmarks_case(rec: dict) -> str | None:
+    """Why WorldMark does not score this record, or None: a WorldMemBench case (its ``family`` tag) belongs to that
+    benchmark's protocol, whose metrics score it; WorldMark's would only add numbers no table of either reports."""
+    fam = (rec.get("tags") or {}).get("family")
+    if fam:
+        return (f"not applicable: a WorldMemBench case (family {fam}); WorldMark's metrics score WorldMark's cases "
+                "and the run's WorldMark table leaves it out")
+    return None
+
+
 def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
+    why = other_benchmarks_case(rec)
+    if why:
+        return {mid: na(why) for mid in METRICS}
     out: dict[str, Score] = qalign_scores(feat, backend)
     if "quality" in feat:
         out["visual_quality"] = quality_scores(feat, rec, backend, P)["visual_quality"]
@@ -211,7 +224,7 @@ def score(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]:
 
 
 def collect(feat: dict, rec: dict, backend: str, P: dict):
-    return _inputs(feat, rec, backend, P)
+    return None if other_benchmarks_case(rec) else _inputs(feat, rec, backend, P)
 
 
 def _deviations(items: list[dict], backend: str, P: dict) -> list[str]:
