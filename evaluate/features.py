@@ -266,6 +266,17 @@ def _changed(folder: Path, name: str, actual: str, want: str, diag: str | None =
             f"regenerate the record or restore the original {name}")
 
 
+def decoder_reason(e: BaseException, limit: int = 200) -> str:
+    """A decoder failure in one line for the console and results.json["errors"]: the exception's type and the last
+    non-empty line of its message (imageio-ffmpeg appends ffmpeg's whole stderr, banner and build configuration
+    included, and ffmpeg's last line is the reason), at most ``limit`` characters."""
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    last = lines[-1] if lines else ""
+    if len(last) > limit:
+        last = last[: limit - 3] + "..."
+    return f"{type(e).__name__}: {last}" if last else type(e).__name__
+
+
 def _stream_diagnosis(video: Path, width: int, height: int, fps: float) -> str | None:
     """What a swapped video holds, where it differs from meta.json (fps, size) or cannot be decoded at all."""
     vmeta: dict = {}
@@ -275,8 +286,7 @@ def _stream_diagnosis(video: Path, width: int, height: int, fps: float) -> str |
     except StopIteration:
         return "the video has no decodable frames"
     except Exception as e:  # any decoder failure is the diagnosis
-        last = (str(e).strip().splitlines() or [""])[-1][:200]
-        return f"the video could not be decoded ({type(e).__name__}: {last})"
+        return f"the video could not be decoded ({decoder_reason(e)})"
     finally:
         gen.close()
     return _stream_mismatch(vmeta, width, height, fps)
@@ -356,7 +366,7 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     except FeatureError:
         raise
     except (OSError, ValueError, RuntimeError) as e:
-        raise FeatureError(f"{rec.dir.name}: video could not be decoded ({type(e).__name__}: {e})") from None
+        raise FeatureError(f"{rec.dir.name}: video could not be decoded ({decoder_reason(e)})") from None
     finally:
         for w in workers:
             w.flush()

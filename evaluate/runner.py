@@ -293,7 +293,8 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
                 print(f"{Path(r['run']).name}: {line}")
     for r in results:
         if r["errors"]:
-            print(f"{Path(r['run']).name}: {len(r['errors'])} record(s) could not be scored:", file=sys.stderr)
+            print(f"{Path(r['run']).name}: {len(r['errors'])} record(s) with errors (not scored, or scored 0 by a "
+                  "zero rule where the entry says so):", file=sys.stderr)
             for case, err in r["errors"].items():
                 print(f"  {case}: {err}", file=sys.stderr)
         print(f"wrote {Path(r['run']) / 'results.json'} and samples.jsonl "

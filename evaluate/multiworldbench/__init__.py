@@ -51,5 +51,8 @@ Capabilities (0-100, per case, then per run):
 Tracks (the paper's three): navigation (control isolation, coordination fairness, cross-view motion), shared world
 (synchronization, persistence, structural consistency, spatial reasoning, race condition), revisit (style, ID).
 Overall: the mean of all ten. Zero rules: a missing video, an invisible cross (persistence), a missing reveal and
-missing ID evidence score 0 and stay in the aggregate; coverage is reported per capability.
+missing ID evidence score 0 and stay in the aggregate; coverage is reported per capability. A record counts only for
+the capabilities of its own task: a missing or empty video is one ``zero_rule`` zero there (not a ``record error``,
+not unavailable anywhere); any other record error (a truncated or undecodable video) is excluded there with the reason
+``record error``. Both stay listed in ``results["errors"]`` (a zero-ruled entry says it was scored 0).
 """

@@ -75,6 +75,8 @@ def open_two_view(folder: Path) -> TwoView:
         video = folder / files[p]["video"]
         if not video.is_file():
             raise FeatureError(f"{folder.name}: {files[p]['video']} is missing")
+        if video.stat().st_size == 0:  # never handed to the decoder: an empty file is a missing video (zero rule)
+            raise FeatureError(f"{folder.name}: {files[p]['video']} is empty (0 bytes)")
         c2w = rec["poses"][p]
         if c2w.dtype.kind != "f" or c2w.ndim != 3 or c2w.shape[1:] != (4, 4) or not np.isfinite(c2w).all():
             raise FeatureError(f"{folder.name}: {files[p]['poses']} must be finite float (F, 4, 4) poses, got "

@@ -86,33 +86,50 @@ def score_folder(folder: Path, cache: FeatureCache, backend: str = "classical", 
         })
     except FeatureError as e:
         row["error"] = str(e)
-        _missing_video(Path(folder), row)
+        _record_error(Path(folder), row)
     except Exception as e:  # a bug in one record's scoring must not hide the others; it is reported in full
         row["error"] = f"{type(e).__name__}: {e}"
+        _record_error(Path(folder), row, zero_rule=False)
     return row
 
 
 MISSING_VIDEO = "missing generated video: a task failure, scored 0 (paper §4.1 zero rule)"
+#: appended to a zero-ruled record's entry in results.json["errors"]: it is listed there (a real error to show), but
+#: it was scored, and is counted once, as a zero rule of its own task's capabilities, never as a record error
+ZERO_RULED = "scored 0 on its task's capabilities by the zero rule"
 
 
-def _missing_video(folder: Path, row: dict) -> None:
+def _record_error(folder: Path, row: dict, zero_rule: bool = True) -> None:
+    """An error row names its case's task where meta.json does, so the error counts against that task's
+    capabilities only (as a zero rule or as a record error, see :func:`aggregate`), never against the others; a
+    meta.json that is missing, refused or names no known task leaves the row in ``results["errors"]`` only."""
+    try:
+        meta = read_meta(folder) or {}
+        task = ((meta.get("case") or {}).get("two_player") or {}).get("task")
+        if not isinstance(task, str) or task not in set(TASK_OF.values()):
+            return
+        row["task"] = task
+        if zero_rule:
+            _missing_video(folder, row, meta, task)
+    except Exception:  # noqa: BLE001 - whatever meta.json holds, the error row itself must come back
+        return
+
+
+def _missing_video(folder: Path, row: dict, meta: dict, task: str) -> None:
     """The paper's zero rule: a case whose generated video is missing is a task failure scored 0 on its task's
     capabilities and stays in the aggregate. Applies when meta.json names the case's task and a view's video file is
-    absent or empty; any other record error stays an error (excluded, with the reason)."""
-    meta = read_meta(folder) or {}
-    task = ((meta.get("case") or {}).get("two_player") or {}).get("task")
-    if task not in set(TASK_OF.values()):
-        return
+    absent or empty; any other record error stays an error (excluded from its task's capabilities, with the
+    reason)."""
     views = record_views(meta)
     gone = [p for p in VIEWS if p in views and not _nonempty(folder / views[p]["video"])]
     if not gone:
         return
-    row.update(task=task, missing_video=gone, kind=KIND,
-               scores={m: (0.0 if TASK_OF[m] == task else None) for m in CAPABILITIES},
-               unavailable={m: (MISSING_VIDEO if TASK_OF[m] == task else "not applicable") for m in CAPABILITIES
-                            if TASK_OF[m] != task},
-               detail={m: {"path": "zero rule", "missing_video": gone} for m in CAPABILITIES if TASK_OF[m] == task},
-               paths={m: "zero rule" for m in CAPABILITIES if TASK_OF[m] == task})
+    own = [m for m in CAPABILITIES if TASK_OF[m] == task]
+    row.update(task=task, missing_video=gone, kind=KIND, error=f"{row['error']} ({ZERO_RULED})",
+               scores={m: (0.0 if m in own else None) for m in CAPABILITIES},
+               unavailable={m: "not applicable" for m in CAPABILITIES if m not in own},
+               detail={m: {"path": "zero rule", "missing_video": gone, "zero_rule": MISSING_VIDEO} for m in own},
+               paths={m: "zero rule" for m in own})
 
 
 def _nonempty(p: Path) -> bool:
@@ -127,36 +144,40 @@ def aggregate(samples: list[dict], wanted: set | None = None) -> dict:
     """Run-level capabilities from two-view sample rows: the mean over the scored cases of the capability's task
     (a missing video and the paper's zero rules count 0 and stay in; judge-unavailable and ineligible cases are
     excluded, their coverage reported). State persistence macro-averages the placement and destruction pass rates
-    (§4.2)."""
+    (§4.2).
+
+    Only the cases of a capability's own task count for it, whatever happened to the others: a record error (a
+    truncated or undecodable video, a bug) is excluded from its task's capabilities with the reason ``record error``
+    and is not applicable elsewhere; a zero-ruled record (a missing or empty video) is scored 0 on its task's
+    capabilities, counted once in ``zero_rule``, and is neither a record error nor unavailable anywhere. Both stay
+    listed in ``results["errors"]``. A record whose task cannot be read (meta.json missing or refused) is listed there
+    only."""
     out = {}
     for m in CAPABILITIES:
         if wanted and m not in wanted:
             continue
-        vals, reasons, paths, ops = [], {}, set(), {}
-        for s in samples:
+        vals, reasons, paths, ops, zero = [], {}, set(), {}, 0
+        own = [s for s in samples if s.get("task") == TASK_OF[m]]
+        for s in own:
             v = (s.get("scores") or {}).get(m)
-            if "error" in s and v is None:
-                reasons["record error"] = reasons.get("record error", 0) + 1
-                continue
             if v is None:
-                r = (s.get("unavailable") or {}).get(m)
-                if r and s.get("task") == TASK_OF[m]:
-                    reasons[r] = reasons.get(r, 0) + 1
+                r = "record error" if "error" in s else ((s.get("unavailable") or {}).get(m) or "unavailable")
+                reasons[r] = reasons.get(r, 0) + 1
                 continue
             vals.append(v)
+            d = (s.get("detail") or {}).get(m) or {}
+            if v == 0.0 and (d.get("zero_rule") or s.get("missing_video")):
+                zero += 1
             if m == "state_persistence":
-                op = ((s.get("detail") or {}).get(m) or {}).get("op") or (s.get("tags") or {}).get("op") or "?"
+                op = d.get("op") or (s.get("tags") or {}).get("op") or "?"
                 ops.setdefault(op, []).append(v)
             p = (s.get("paths") or {}).get(m)
             if p:
                 paths.add(p)
-        applicable = sum(1 for s in samples if s.get("task") == TASK_OF[m])
+        applicable = len(own)
         entry = {"mean": float(np.mean(vals)) if vals else None, "std": float(np.std(vals)) if vals else None,
                  "n": len(vals), "coverage": len(vals) / applicable if applicable else 0.0, "unavailable": reasons,
-                 "applicable": applicable, "zero_rule": sum(1 for s in samples if s.get("task") == TASK_OF[m]
-                                                           and (s.get("scores") or {}).get(m) == 0.0
-                                                           and ((s.get("detail") or {}).get(m) or {}).get("zero_rule")
-                                                           or (s.get("missing_video") and s.get("task") == TASK_OF[m])),
+                 "applicable": applicable, "zero_rule": zero,
                  "path": ",".join(sorted(paths)) if paths else None, "aggregation": "mean over cases"}
         if m == "state_persistence" and ops:
             entry.update(mean=float(np.mean([np.mean(v) for v in ops.values()])),
