@@ -34,6 +34,11 @@ def analysis_K(rec, w: int, h: int) -> np.ndarray:
     return np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
 
 
+
+def grid_K(rec, w: int, h: int, grid: int) -> np.ndarray:
+    """The intrinsics of a grid x grid raster over a w x h frame of ``rec`` (x and y scaled separately)."""
+    return np.diag([grid / w, grid / h, 1.0]) @ analysis_K(rec, w, h)
+
 def nearest_rotation(M: np.ndarray) -> np.ndarray:
     U, _, Vt = np.linalg.svd(M)
     R = U @ Vt

@@ -43,7 +43,7 @@ import cv2
 import numpy as np
 
 from .classical import FlowSignals, HardCutSignal
-from .classical_geometry import analysis_K
+from .classical_geometry import grid_K
 from .features import Extractor, FeatureError
 from .learned_models import (
     AESTHETIC_HEAD_FILE,
@@ -58,7 +58,7 @@ from .learned_models import (
     transnet_probs,
     transnet_small,
 )
-from .worldmembench.static import TargetExtractor, _bbox, revisit_phases, revisit_range
+from .worldmembench.static import TargetExtractor, _bbox, memory_depth_frames
 
 DINOV2_ID = "facebook/dinov2-base"
 DEPTH_ID = "depth-anything/Depth-Anything-V2-Small-hf"
@@ -500,23 +500,6 @@ class LearnedTargets(TargetExtractor):
     def config(self):
         return {**super().config(), "model": self.hf_id, "size": self.size, "detection": "template NCC",
                 "segmentation": self.sam_id}
-
-
-def memory_depth_frames(rec, stride: int) -> set[int]:
-    """The frames whose depth Depth Spearman and the Spherical Reconstruction Score compare: frame 0 and, in every
-    revisit phase, every ``stride``-th frame and the arrival frame (none at all for a record without revisits)."""
-    n = rec.n_frames or 10**9
-    keep = set()
-    for _, a, b in revisit_phases(rec.trajectory):
-        r = revisit_range(a, b, rec.n_frames)
-        keep.update(range(r.start, r.stop, stride))
-        keep.add(r.stop - 1)
-    return {0} | {i for i in keep if 0 <= i < n} if keep else set()
-
-
-def grid_K(rec, w: int, h: int, grid: int) -> np.ndarray:
-    """The intrinsics of a grid x grid raster over a w x h frame of ``rec`` (x and y scaled separately)."""
-    return np.diag([grid / w, grid / h, 1.0]) @ analysis_K(rec, w, h)
 
 
 class LearnedMemoryDepth(Extractor):

@@ -434,7 +434,7 @@ class DA3CameraPoses(_DA3Extractor):
 
 class DA3MemoryDepth(_DA3Extractor):
     """Depth Anything 3 for WorldMemBench's Environment Depth Spearman and Spherical Reconstruction Score: frame 0 and
-    the revisit frames ``learned.memory_depth_frames`` picks (LearnedMemoryDepth's), given to DA3 in one
+    the revisit frames ``worldmembench.static.memory_depth_frames`` picks (LearnedMemoryDepth's), given to DA3 in one
     ``inference`` call at the API's defaults (the views see each other, one depth scale for all of them), as
     ``1 / clip(depth, 1e-3)`` on LearnedMemoryDepth's 32 x 32 grid with the record's intrinsics on that grid: the
     same keys, so evaluate/worldmembench/static.py reads it unchanged. The paper names DA3 for poses and no depth
@@ -447,7 +447,7 @@ class DA3MemoryDepth(_DA3Extractor):
 
     def start(self, rec):
         super().start(rec)
-        from .learned import memory_depth_frames
+        from .worldmembench.static import memory_depth_frames
 
         self.keep = memory_depth_frames(rec, self.STRIDE)
         self.frames: dict[int, np.ndarray] = {}
@@ -460,7 +460,7 @@ class DA3MemoryDepth(_DA3Extractor):
         if frame is None or i not in self.keep:
             return
         if self.K is None:
-            from .learned import grid_K
+            from .classical_geometry import grid_K
 
             h, w = frame.shape[:2]
             self.K = grid_K(self.rec, w, h, self.GRID)

@@ -303,7 +303,7 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
 
     from worldgate.evaluate import metrics as M
     from worldgate.evaluate.classical_geometry import analysis_K
-    from worldgate.evaluate.learned import memory_depth_frames
+    from worldgate.evaluate.worldmembench.static import memory_depth_frames
     from worldgate.evaluate.worldmembench.static import depth_memory_scores
     from worldgate.generate.video import read_frames
 

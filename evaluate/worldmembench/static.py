@@ -480,6 +480,18 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
     return out
 
 
+def memory_depth_frames(rec, stride: int) -> set[int]:
+    """The frames whose depth Depth Spearman and the Spherical Reconstruction Score compare: frame 0 and, in every
+    revisit phase, every ``stride``-th frame and the arrival frame (none at all for a record without revisits)."""
+    n = rec.n_frames or 10**9
+    keep = set()
+    for _, a, b in revisit_phases(rec.trajectory):
+        r = revisit_range(a, b, rec.n_frames)
+        keep.update(range(r.start, r.stop, stride))
+        keep.add(r.stop - 1)
+    return {0} | {i for i in keep if 0 <= i < n} if keep else set()
+
+
 def tracking_evidence(T: dict, us: list[int], P: dict) -> list[bool] | None:
     """Per revisit R_k: whether the tracker gives departure evidence (every target lost at some frame of D_k) and a
     valid observation after the return (every target found at R_k): the paper's tracking-supported criterion. None
