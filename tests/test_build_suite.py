@@ -90,7 +90,9 @@ def test_five_distinct_ids_parse(text, ids):
                                        ("1, 2, 3, 4, 16", r"\[16\] .* outside 1-15"), ("0, 1, 2, 3, 4", "outside"),
                                        ("1, 2, 2, 3, 4", "repeated"), ("1 2 3 4 5", "not a comma-separated"),
                                        ("Sequences 1, 2, 3, 4, 5", "not a comma-separated"),
-                                       ("[1, 2, 3, 4, 5]", "not a comma-separated"), ("", "not a comma-separated")])
+                                       ("[1, 2, 3, 4, 5]", "not a comma-separated"), ("", "not a comma-separated"),
+                                       ("\u0661, 2, 3, 4, 5", "not a comma-separated"),  # an Arabic-Indic 1
+                                       ("01, 2, 3, 4, 5", "not a comma-separated"), ("1, 2, 3, 4, 05", "not a comma")])
 def test_anything_else_is_refused_with_the_reason(text, why):
     with pytest.raises(AnswerError, match=why):
         parse_action_ids(text)
@@ -528,3 +530,344 @@ def test_estimated_intrinsics_come_back_in_original_image_pixels(tmp_path):
     build_suite(paths, tmp_path / "S", captions=tmp_path / "caps.txt", actions=tmp_path / "act.txt",
                 intrinsics_model=est)
     assert est.model.calls == 2  # resumed: estimated once per image
+
+
+
+# ------------------------------------------------------------------ audit of issue 19: the gaps and bugs it found
+def test_estimated_intrinsics_log_the_model_that_ran_not_the_default_id(tmp_path):
+    from worldgate.build_suite.models import DEFAULT_INTRINSICS, DA3Intrinsics
+
+    class Given:
+        def inference(self, images):
+            h, w = images[0].shape[:2]
+            pred = type("P", (), {})()
+            pred.processed_images = np.zeros((1, h, w, 3), np.uint8)
+            pred.intrinsics = np.array([[[50.0, 0, (w - 1) / 2], [0, 50.0, (h - 1) / 2], [0, 0, 1]]])
+            return pred
+
+    paths = _three(tmp_path)[:1]
+    (tmp_path / "caps.txt").write_text("x\n")
+    (tmp_path / "act.txt").write_text("1, 2, 3, 4, 5\n")
+    res = build_suite(paths, tmp_path / "S", captions=tmp_path / "caps.txt", actions=tmp_path / "act.txt",
+                      intrinsics_model=DA3Intrinsics(model=Given()))
+    log = json.loads(res.log.read_text().splitlines()[0])["steps"]["intrinsics"]
+    assert log["source"] == "model:given:Given" and DEFAULT_INTRINSICS not in log["source"]
+    assert json.loads((res.log.parent / "build.json").read_text())["models"]["intrinsics"] == "given:Given"
+
+
+def test_da3_intrinsics_load_through_the_evaluators_import_and_run_the_real_network(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("depth_anything_3")
+    from test_learned_da3 import tiny_api
+
+    from worldgate.build_suite.models import DA3Intrinsics, MissingModelError
+
+    # the package imports here (its export-only modules stubbed, as the evaluator does): an absent id is named as
+    # absent weights with the fetch command, not as a missing package
+    with pytest.raises(MissingModelError, match=r"hf download .*absent-da3") as e:
+        DA3Intrinsics(model_id=str(tmp_path / "absent-da3"))
+    assert "needs Depth Anything 3" not in str(e.value)
+    est = DA3Intrinsics(model=tiny_api())
+    img = _textured(3, (130, 98))
+    k = est.estimate(img)
+    assert len(k) == 4 and all(np.isfinite(k)) and k[0] > 0 and k[1] > 0
+    assert est.estimate(img) == k  # deterministic
+    paths = _three(tmp_path)[:1]
+    (tmp_path / "caps.txt").write_text("x\n")
+    (tmp_path / "act.txt").write_text("1, 2, 3, 4, 5\n")
+    res = build_suite(paths, tmp_path / "S", captions=tmp_path / "caps.txt", actions=tmp_path / "act.txt",
+                      intrinsics_model=est)
+    assert res.exit_code == 0, res.failed
+    assert json.loads(res.log.read_text().splitlines()[0])["steps"]["intrinsics"]["source"] == (
+        "model:given:DepthAnything3")
+
+
+@needs_arena
+def test_a_rebuild_without_third_view_leaves_no_stale_third_view(tmp_path):
+    fv, tv = ARENA / "first_view", ARENA / "third_view"
+    imgs = sorted((fv / "real").glob("*.jpg"))[:2]
+    kw = {"captions": io_rows(tmp_path, fv / "prompt_real.txt", 2), "actions": io_rows(tmp_path, fv / "real_action.txt", 2),
+              "intrinsics": fv / "real_intrinsics"}
+    assert build_suite(imgs, tmp_path / "S", third_view=tv / "real", **kw).cases == 20
+    assert {c.view for c in worldmark_suite(tmp_path / "S")} == {"first", "third"}
+    res = build_suite(imgs[:1], tmp_path / "S", **kw | {"captions": io_rows(tmp_path, fv / "prompt_real.txt", 1),
+                                                        "actions": io_rows(tmp_path, fv / "real_action.txt", 1)})
+    assert res.exit_code == 0 and res.cases == 5
+    cases = worldmark_suite(tmp_path / "S")
+    assert [c.view for c in cases] == ["first"] * 5
+    assert not list((tmp_path / "S" / "third_view" / "real").glob("*.jpg"))
+    assert not list((tmp_path / "S" / "third_view" / "real_intrinsics").glob("*.npy"))
+
+
+def test_a_rebuild_without_third_view_empties_the_built_third_view(tmp_path):
+    paths = _three(tmp_path)[:2]
+    (tmp_path / "third").mkdir()
+    for p in paths:
+        _textured(31, Image.open(p).size).save(tmp_path / "third" / p.name)
+    (tmp_path / "caps.txt").write_text("x\ny\n")
+    (tmp_path / "act.txt").write_text("1, 2, 3, 4, 5\n" * 2)
+    kw = {"captions": tmp_path / "caps.txt", "actions": tmp_path / "act.txt", "intrinsics": io_rows(tmp_path, tmp_path / "K.txt", 2)}
+    assert build_suite(paths, tmp_path / "S", third_view=tmp_path / "third", **kw).cases == 20
+    assert build_suite(paths, tmp_path / "S", **kw).cases == 10
+    assert {c.view for c in worldmark_suite(tmp_path / "S")} == {"first"}
+    assert not list((tmp_path / "S" / "third_view" / "real").glob("*.jpg"))
+    assert (tmp_path / "S" / "third_view" / "prompt_real.txt").read_text() == ""
+
+
+def test_target_names_are_one_safe_pattern_and_unique_per_image(tmp_path):
+    d, paths = _memory_inputs(tmp_path)
+    tg = json.loads((d / "targets.json").read_text())
+    kw = {"captions": d / "captions.txt", "intrinsics": d / "K.txt", "checklists": d / "checklists.json",
+              "trajectories": ("LR",)}
+    tg["kitchen"].append({"name": "box", "kind": "human", "mask": "masks/street.png"})  # the same name twice
+    tg["street"][0]["name"] = "red cup/left"  # a '/' would make a path of the mask's file name
+    (d / "bad.json").write_text(json.dumps(tg))
+    res = build_suite(paths, tmp_path / "S", "worldmembench", targets=d / "bad.json", **kw)
+    assert res.exit_code == 1 and list(res.failed) == [str(paths[0]), str(paths[1])]
+    assert res.failed[str(paths[0])] == (f"--targets {d / 'bad.json'}, kitchen.png, target 2: name 'box' is used twice "
+                                         "in this image: give each target its own name (e.g. 'box-1', 'box-2')")
+    assert "street.png, target 1: name 'red cup/left' must be 1-64 characters from [A-Za-z0-9_-]" in res.failed[
+        str(paths[1])]
+    assert [c.id for c in manifest_suite(tmp_path / "S" / "cases.jsonl")] == ["garden-LR"]
+    assert not list((tmp_path / "S").rglob("left*"))
+    # masks lie per image: a name with '-' cannot collide with another image's stem
+    res = build_suite(paths, tmp_path / "S", "worldmembench", targets=d / "targets.json", **kw)
+    assert res.exit_code == 0
+    assert sorted(str(p.relative_to(tmp_path / "S")) for p in (tmp_path / "S" / "masks").rglob("*.png")) == [
+        "masks/garden/box.png", "masks/kitchen/box.png", "masks/street/box.png"]
+
+
+def test_duplicate_trajectories_are_refused_up_front(tmp_path):
+    d, paths = _memory_inputs(tmp_path)
+    with pytest.raises(BuildError, match=r"--trajectories names 'LR' twice"):
+        _cli([*paths, "--out", tmp_path / "S", "--benchmark", "worldmembench", "--captions", d / "captions.txt",
+              "--intrinsics", d / "K.txt", "--trajectories", "LR,LR"])
+    assert not (tmp_path / "S").exists()
+    res = build_suite(paths, tmp_path / "S", "worldmembench", captions=d / "captions.txt", intrinsics=d / "K.txt",
+                      trajectories=("LR", "LRLR"))
+    assert len(manifest_suite(tmp_path / "S" / "cases.jsonl")) == 6 == res.cases
+
+
+def test_every_given_file_is_found_before_any_model_loads(tmp_path):
+    d, paths = _memory_inputs(tmp_path)
+
+    def no_model(_):
+        raise AssertionError("a model ran before the given files were checked")
+
+    for key, flag in [("targets", "--targets"), ("checklists", "--checklists"), ("target_queries", "--target-queries"),
+                      ("intrinsics", "--intrinsics")]:
+        kw = {"intrinsics": d / "K.txt", key: tmp_path / "absent.json"}
+        with pytest.raises(GivenError, match=f"{flag} .*absent.json not found"):
+            build_suite(paths, tmp_path / "S", "worldmembench", vlm="worldgate-test/absent-vlm", depth_model=no_model,
+                        **kw)
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(GivenError, match="--targets .*broken.json: not valid JSON"):
+        build_suite(paths, tmp_path / "S", "worldmembench", vlm="worldgate-test/absent-vlm", depth_model=no_model,
+                    targets=tmp_path / "broken.json")
+    for key in ("third_view", "third_intrinsics"):
+        with pytest.raises(GivenError, match="--third-"):
+            build_suite(paths, tmp_path / "S", vlm="worldgate-test/absent-vlm", depth_model=no_model,
+                        **{key: tmp_path / "absent"})
+
+
+
+# ------------------------------------------------------- WorldMemBench targets from a text query: GroundingDINO + SAM2
+@pytest.fixture(scope="module")
+def tiny_target_models(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("torchvision")  # the SAM2 and GroundingDINO processors
+    pytest.importorskip("tokenizers")
+    from test_learned_targets import save_tiny_models
+
+    return save_tiny_models(tmp_path_factory.mktemp("tiny-target-models"))
+
+
+def test_target_masks_from_text_queries_are_written_like_given_masks(tmp_path, tiny_target_models):
+    from worldgate.build_suite.targets import TextTargets
+
+    m = tiny_target_models
+    d, paths = _memory_inputs(tmp_path)
+    paths = paths[:2]
+    (d / "caps2.txt").write_text("A kitchen.\nA street.\n")
+    (d / "K2.txt").write_text("100 100 63.5 47.5\n" * 2)
+    (d / "queries.json").write_text(json.dumps({
+        "kitchen.png": [{"name": "crate", "kind": "object", "query": "a crate"},
+                        {"name": "barrel-1", "kind": "object", "query": "A barrel"}],
+        "street": [{"name": "walker", "kind": "human", "query": "a person"}]}))
+    argv = [*paths, "--benchmark", "worldmembench", "--captions", d / "caps2.txt", "--intrinsics", d / "K2.txt",
+            "--target-queries", d / "queries.json", "--detector", m["gdino"], "--segmenter", m["sam2"],
+            "--trajectories", "LR"]
+    assert _cli([*argv, "--out", tmp_path / "S"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "S" / "cases.jsonl").read_text().splitlines()]
+    assert [r["tags"]["family"] for r in rows] == ["object", "human"]
+    assert rows[0]["targets"] == [{"name": "crate", "kind": "object", "mask": "masks/kitchen/crate.png"},
+                                  {"name": "barrel-1", "kind": "object", "mask": "masks/kitchen/barrel-1.png"}]
+    for c in manifest_suite(tmp_path / "S" / "cases.jsonl"):  # the loader reads it; masks in the image's pixels
+        for t in c.targets:
+            with Image.open(t["mask"]) as im:
+                a = np.asarray(im)
+                assert im.size == tuple(c.image_size) and a.any() and set(np.unique(a)) <= {0, 255}
+    log = [json.loads(x) for x in (tmp_path / "S" / "build" / "worldmembench" / "build_log.jsonl").read_text()
+           .splitlines()]
+    st = log[0]["steps"]["targets"]
+    assert st["source"] == f"model:{m['gdino']}+{m['sam2']}" and st["queries"] == ["a crate", "A barrel"]
+    assert len(st["found"]) == 2 and all(0.35 <= f["score"] <= 1 for f in st["found"])
+    models = json.loads((tmp_path / "S" / "build" / "worldmembench" / "build.json").read_text())["models"]
+    assert models["detector"] == m["gdino"] and models["segmenter"] == m["sam2"]
+    # deterministic: a fresh build elsewhere writes the same masks
+    assert _cli([*argv, "--out", tmp_path / "S2"]) == 0
+    for f in (tmp_path / "S" / "masks").rglob("*.png"):
+        assert f.read_bytes() == (tmp_path / "S2" / f.relative_to(tmp_path / "S")).read_bytes()
+
+    # resumed per image: a rerun takes the masks from the cache and loads no model
+    class Unloadable(TextTargets):
+        def detector(self):
+            raise AssertionError("the detector loaded on a resumed build")
+
+    res = build_suite(paths, tmp_path / "S", "worldmembench", captions=d / "caps2.txt", intrinsics=d / "K2.txt",
+                      target_queries=d / "queries.json", trajectories=("LR",),
+                      detector=Unloadable(m["gdino"], m["sam2"]))
+    assert res.exit_code == 0 and res.reused == 2
+    # no box above the threshold: a clear per-image error, never a guessed mask
+    res = build_suite(paths, tmp_path / "S3", "worldmembench", captions=d / "caps2.txt", intrinsics=d / "K2.txt",
+                      target_queries=d / "queries.json", trajectories=("LR",), detector=m["gdino"],
+                      segmenter=m["sam2"], detect_threshold=1.01)
+    assert res.exit_code == 1 and sorted(res.failed) == sorted(map(str, paths)) and not res.kept
+    assert res.failed[str(paths[1])].startswith("no detection of 'a person.' scores >= 1.01")
+    assert not list((tmp_path / "S3" / "masks").rglob("*.png"))
+
+
+def test_target_queries_are_checked_and_absent_models_are_named(tmp_path):
+    d, paths = _memory_inputs(tmp_path)
+    kw = {"captions": d / "captions.txt", "intrinsics": d / "K.txt", "trajectories": ("LR",)}
+    (d / "q.json").write_text(json.dumps({"kitchen.png": [{"name": "a/b", "kind": "object", "query": "a cup"}],
+                                          "street.png": [{"name": "p", "kind": "person", "query": "a person"}],
+                                          "garden.png": [{"name": "p", "kind": "object"}]}))
+    res = build_suite(paths, tmp_path / "S", "worldmembench", target_queries=d / "q.json", **kw)
+    f = res.failed
+    assert "--target-queries" in f[str(paths[0])] and "kitchen.png, target 1: name 'a/b' must be" in f[str(paths[0])]
+    assert "street.png, target 1: kind 'person' is not one of ('human', 'object', 'event')" in f[str(paths[1])]
+    assert "garden.png, target 1: each target needs 'name', 'kind' (human|object|event) and 'query'" in f[str(paths[2])]
+    from worldgate.build_suite.models import MissingModelError
+
+    (d / "q.json").write_text(json.dumps({"kitchen.png": [{"name": "cup", "kind": "object", "query": "a cup"}]}))
+    with pytest.raises(MissingModelError, match=r"hf download worldgate-test/absent-gdino.*--targets"):
+        build_suite(paths, tmp_path / "S", "worldmembench", target_queries=d / "q.json",
+                    detector="worldgate-test/absent-gdino", **kw)
+
+
+# ------------------------------------------------------------------ WorldMemBench checklists generated by the VLM
+def _checklist_answer(**over) -> dict:
+    d = {"kind": "boil", "initial_state": "A pot on a lit stove.", "action": "The water starts to boil.",
+         "next_state": "The pot boils over.",
+         "gate": {"text": "During the initial hold, do bubbles start to rise in the pot?", "answer": True},
+         "questions": [{"category": c, "text": f"{c} question {j}?", "answer": j == 0} for c in CATS for j in range(2)]}
+    d.update(over)
+    return d
+
+
+def test_checklist_answers_parse_strictly():
+    from worldgate.build_suite.checklist import ChecklistAnswerError, parse_checklist
+
+    good = _checklist_answer()
+    assert parse_checklist(json.dumps(good)) == good
+    assert parse_checklist("```json\n" + json.dumps(good, indent=1) + "\n```") == good  # one fenced object
+    bad = [("Here it is: " + json.dumps(good), "not one JSON object"),
+           (json.dumps(good) + "\n" + json.dumps(good), "not one JSON object"),
+           (json.dumps([good]), "expected a JSON object"),
+           (json.dumps({**good, "note": "x"}), r"unexpected \['note'\]"),
+           (json.dumps({k: v for k, v in good.items() if k != "next_state"}), r"missing \['next_state'\]"),
+           (json.dumps(_checklist_answer(kind=" ")), "'kind' must be a non-empty text"),
+           (json.dumps(_checklist_answer(questions=good["questions"][:7])), "exactly 8 questions"),
+           (json.dumps(_checklist_answer(questions=[dict(q, answer="yes") for q in good["questions"]])),
+            "a boolean 'answer'"),
+           (json.dumps(_checklist_answer(gate={"text": "Starts?", "answer": "true"})), "'gate' needs"),
+           (json.dumps(_checklist_answer(questions=[dict(q, category="causal") for q in good["questions"]])),
+            "two questions per aspect"),
+           (json.dumps(_checklist_answer(questions=[dict(q, why="x") for q in good["questions"]])),
+            "each question exactly"),
+           (json.dumps(_checklist_answer(questions=[dict(q, text="") for q in good["questions"]])), "text is empty")]
+    for text, why in bad:
+        with pytest.raises(ChecklistAnswerError, match=why):
+            parse_checklist(text)
+
+
+class ChecklistVLM(ScriptedVLM):
+    """Captions as ScriptedVLM; checklist answers from a script."""
+
+    def __init__(self, checklists):
+        super().__init__([])
+        self.checklists = list(checklists)
+
+    def ask(self, image, prompt, max_new_tokens, sample=False, seed=0):
+        if "gate question" in prompt:
+            self.calls.append({"prompt": prompt, "sample": sample, "seed": seed})
+            return self.checklists.pop(0)
+        return super().ask(image, prompt, max_new_tokens, sample, seed)
+
+
+def test_checklists_are_generated_for_event_targets_retried_once_and_resumed(tmp_path):
+    from worldgate.build_suite.checklist import load_template
+
+    d, paths = _memory_inputs(tmp_path)
+    tg = json.loads((d / "targets.json").read_text())
+    tg["garden"][0]["event"] = "the water in the pot starts to boil"
+    (d / "targets.json").write_text(json.dumps(tg))
+    kw = {"captions": d / "captions.txt", "intrinsics": d / "K.txt", "targets": d / "targets.json", "trajectories": ("LR",)}
+    vlm = ChecklistVLM(["I think the pot boils.", json.dumps(_checklist_answer())])
+    res = build_suite(paths, tmp_path / "S", "worldmembench", vlm=vlm, **kw)
+    assert res.exit_code == 0, res.failed
+    assert [c["sample"] for c in vlm.calls] == [False, True]  # only the event image; the retry samples
+    assert "The event target is: box." in vlm.calls[0]["prompt"]
+    assert "The event: the water in the pot starts to boil" in vlm.calls[0]["prompt"]
+    assert vlm.calls[0]["prompt"].startswith(load_template().split("{target}")[0])
+    rows = [json.loads(x) for x in (tmp_path / "S" / "cases.jsonl").read_text().splitlines()]
+    dyn = rows[2]["dynamic"]
+    assert rows[2]["tags"]["family"] == "dynamic" and dyn["target"] == 0 and dyn["name"] == "box"
+    assert dyn["kind"] == "boil" and dyn["next_state"] == "The pot boils over."
+    assert [q["answer"] for q in dyn["questions"]] == [True, False] * 4  # frozen into the file
+    assert manifest_suite(tmp_path / "S" / "cases.jsonl")[2].dynamic["gate"]["answer"] is True
+    st = json.loads(res.log.read_text().splitlines()[2])["steps"]["checklist"]
+    assert st["source"] == "model:scripted-vlm" and st["retried"] and len(st["raw"]) == 2
+    assert st["prompt"] == "worldmembench/build/generate_checklist.txt"
+    again = ChecklistVLM([])
+    assert build_suite(paths, tmp_path / "S", "worldmembench", vlm=again, **kw).exit_code == 0
+    assert again.calls == []  # resumed from the cache
+    # two unparseable answers: that image fails with both reasons, the others are built
+    bad = ChecklistVLM(['{"kind": "boil"}', "yes"])
+    res = build_suite(paths, tmp_path / "S2", "worldmembench", vlm=bad, seed=1, **kw)
+    assert res.exit_code == 1 and list(res.failed) == [str(paths[2])]
+    assert re.match(r"checklist for 'box': no valid answer after one retry: keys must be exactly .*; not one JSON "
+                    r"object", res.failed[str(paths[2])])
+    assert [c.id for c in manifest_suite(tmp_path / "S2" / "cases.jsonl")] == ["kitchen-LR", "street-LR"]
+
+
+def test_tiny_qwen_generates_checklists_through_the_real_chat_path(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tokenizers")
+    from test_judge_vlm import tiny_qwen
+
+    d, paths = _memory_inputs(tmp_path)
+    paths = paths[2:]
+    (d / "caps1.txt").write_text("A garden.\n")
+    (d / "K1.txt").write_text("100 100 63.5 47.5\n")
+    kw = {"captions": d / "caps1.txt", "intrinsics": d / "K1.txt", "targets": d / "targets.json", "trajectories": ("LR",)}
+    model, proc = tiny_qwen()
+    vlm = ChatVLM(model=model, processor=proc, max_new_tokens=8)
+    out = [build_suite(paths, tmp_path / f"G{k}", "worldmembench", vlm=vlm, **kw) for k in range(2)]
+    for res in out:  # random weights answer garbage: a per-image error, never a guessed checklist
+        assert res.exit_code == 1 and "no valid answer after one retry" in res.failed[str(paths[0])]
+    assert out[0].failed == out[1].failed  # deterministic
+    # the same real chat path (template, processor, decode), with generate steered to a valid answer
+    answer = proc.tokenizer(json.dumps(_checklist_answer()), return_tensors="pt")["input_ids"]
+    real = model.generate
+
+    def steered(**inputs):
+        real(**inputs)  # the real call runs; its tokens are replaced by the scripted answer
+        return torch.cat([inputs["input_ids"], answer], dim=1)
+
+    model.generate = steered
+    res = build_suite(paths, tmp_path / "S", "worldmembench", vlm=vlm, **kw)
+    assert res.exit_code == 0, res.failed
+    (row,) = [json.loads(x) for x in (tmp_path / "S" / "cases.jsonl").read_text().splitlines()]
+    assert row["dynamic"]["questions"] == _checklist_answer()["questions"] and row["dynamic"]["target"] == 0

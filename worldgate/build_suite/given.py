@@ -5,6 +5,7 @@ as they are (``prompt_{domain}.txt`` one row per image, ``{domain}_action.txt``,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 TARGET_KINDS = ("human", "object", "event")
 #: WorldMemBench's dynamic checklist: 8 questions, two per aspect (WorldMemBench §3, dynamic memory)
 CHECKLIST_CATEGORIES = ("return_progress", "persistence", "final_state", "causal")
+#: a target's name becomes part of its mask's file name (``masks/{stem}-{name}.png``): one safe pattern, unique per image
+TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 class GivenError(ValueError):
@@ -128,7 +131,7 @@ def third_view_for(folder: str | Path, image: Path, index: int) -> Path:
     return p
 
 
-def _load_json(path: str | Path, what: str) -> dict:
+def load_json(path: str | Path, what: str) -> dict:
     p = Path(path)
     if not p.is_file():
         raise GivenError(f"{what} file {p} not found")
@@ -141,7 +144,7 @@ def _load_json(path: str | Path, what: str) -> dict:
     return d
 
 
-def _entry(d: dict, image: Path):
+def entry(d: dict, image: Path):
     for key in (image.name, image.stem):
         if key in d:
             return d[key]
@@ -152,17 +155,16 @@ def targets_for(path: str | Path, image: Path, size: tuple[int, int]) -> list[di
     """``--targets FILE.json``: ``{"<image name or stem>": [{"name", "kind": human|object|event, "mask": PNG}]}``,
     mask paths relative to the JSON file; each mask must be the image's size and non-zero somewhere."""
     base = Path(path).parent
-    ts = _entry(_load_json(path, "--targets"), image)
+    ts = entry(load_json(path, "--targets"), image)
     if ts is None:
         return None
     if not isinstance(ts, list) or not ts:
         raise GivenError(f"--targets {path}, {image.name}: expected a non-empty list of targets")
     out = []
-    for t in ts:
+    for row, t in enumerate(ts, 1):
         if not isinstance(t, dict) or not {"name", "kind", "mask"} <= set(t):
             raise GivenError(f"--targets {path}, {image.name}: each target needs 'name', 'kind' and 'mask'")
-        if t["kind"] not in TARGET_KINDS:
-            raise GivenError(f"--targets {path}, {image.name}: kind {t['kind']!r} is not one of {TARGET_KINDS}")
+        check_target(t, [o["name"] for o in out], f"--targets {path}, {image.name}, target {row}")
         m = Path(t["mask"])
         m = m if m.is_absolute() else base / m
         if not m.is_file():
@@ -173,8 +175,25 @@ def targets_for(path: str | Path, image: Path, size: tuple[int, int]) -> list[di
                                  f"image is {size[0]}x{size[1]} (masks are in the image's pixels)")
             if not np.asarray(im.convert("L")).any():
                 raise GivenError(f"--targets {path}, {image.name}: mask {m.name} is empty")
-        out.append({"name": str(t["name"]), "kind": t["kind"], "mask": m})
+        out.append({"name": t["name"], "kind": t["kind"], "mask": m,
+                    **({"event": t["event"]} if t.get("event") else {})})
     return out
+
+
+def check_target(t: dict, earlier: list[str], where: str) -> None:
+    """A target's ``name`` (one safe pattern: it names the mask file; unique within its image), its ``kind`` and its
+    optional ``event`` (the event a checklist is generated about, for an ``event`` target)."""
+    name = t.get("name")
+    if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
+        raise GivenError(f"{where}: name {name!r} must be 1-64 characters from [A-Za-z0-9_-], starting with a letter "
+                         "or digit (it names the mask file), e.g. 'red-cup'")
+    if name in earlier:
+        raise GivenError(f"{where}: name {name!r} is used twice in this image: give each target its own name "
+                         "(e.g. 'box-1', 'box-2')")
+    if t.get("kind") not in TARGET_KINDS:
+        raise GivenError(f"{where}: kind {t.get('kind')!r} is not one of {TARGET_KINDS}")
+    if "event" in t and not (isinstance(t["event"], str) and t["event"].strip()):
+        raise GivenError(f"{where}: 'event' must be a non-empty text (the event the checklist is about)")
 
 
 def check_checklist(item, where: str) -> dict:
@@ -201,5 +220,5 @@ def check_checklist(item, where: str) -> dict:
 def checklist_for(path: str | Path, image: Path) -> dict | None:
     """``--checklists FILE.json``: ``{"<image name or stem>": {"name", "kind", "target": <target name or index>,
     "gate": {...}, "questions": [8 x {"category", "text", "answer"}]}}``."""
-    item = _entry(_load_json(path, "--checklists"), image)
+    item = entry(load_json(path, "--checklists"), image)
     return None if item is None else check_checklist(item, f"--checklists {path}, {image.name}")

@@ -97,6 +97,11 @@ def select_actions(vlm, image: Image.Image, seed: int = 0) -> dict:
                     f"ids from 1-15 as '{format_action_ids([1, 2, 3, 4, 5])}')")
 
 
+def model_label(x) -> str:
+    """What the build log records for a model step given as an object: its ``model_id``, else ``custom``."""
+    return getattr(x, "model_id", None) or "custom"
+
+
 def _edit_size(size: tuple[int, int], multiple: int) -> tuple[int, int]:
     w, h = size
     return max(multiple, round(w / multiple) * multiple), max(multiple, round(h / multiple) * multiple)
@@ -136,21 +141,28 @@ class ImageEditor:
 
 
 class DA3Intrinsics:
-    """Per-image intrinsics from Depth Anything 3's camera head (PyPI ``depth-anything-3``, BACKENDS.md), scaled from
-    the model's processed resolution back to original-image pixels."""
+    """Per-image intrinsics from Depth Anything 3's camera head (PyPI ``depth-anything-3``; imported as the evaluator
+    imports it, ``evaluate/learned_da3.py: import_api``, which stands in for the export-only modules such as moviepy),
+    loaded by id from local files only and scaled from the model's processed resolution back to original-image pixels.
+    ``model_id`` is what the build log records: the id loaded, or ``given:<class>`` for a model object passed in."""
 
-    def __init__(self, model_id: str = DEFAULT_INTRINSICS, device: str = "cpu", model=None):
-        self.model_id, self.device, self.model = model_id, device, model
+    def __init__(self, model_id: str | None = None, device: str = "cpu", model=None):
+        self.device, self.model = device, model
+        self.model_id = model_id or (DEFAULT_INTRINSICS if model is None else f"given:{type(model).__name__}")
         if self.model is None:
+            from worldgate.evaluate import learned_da3  # the package's own import, export-only modules stubbed
+
             try:
-                from depth_anything_3.api import DepthAnything3  # heavy, optional
-            except ImportError:
-                raise MissingModelError("intrinsics estimation needs Depth Anything 3 (`pip install depth-anything-3`, its "
-                                   f"weights `hf download {model_id}`), or give --intrinsics") from None
+                cls, _ = learned_da3.import_api()
+            except ImportError as e:
+                raise MissingModelError(
+                    f"intrinsics estimation needs Depth Anything 3, whose API does not import here ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:120] if str(e) else ''}): `{learned_da3.INSTALL_CMD}`, or give "
+                    "--intrinsics") from None
             try:
-                self.model = DepthAnything3.from_pretrained(model_id).to(device)
-            except (OSError, ValueError) as e:
-                raise _missing("intrinsics model", model_id, e) from None
+                self.model = cls.from_pretrained(self.model_id, local_files_only=True).to(device).eval()
+            except Exception as e:  # noqa: BLE001 - huggingface_hub's offline/missing errors are several classes
+                raise _missing("intrinsics model", self.model_id, e) from None
 
     def estimate(self, image: Image.Image) -> list[float]:
         pred = self.model.inference([np.asarray(image.convert("RGB"))])
