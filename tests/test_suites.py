@@ -84,3 +84,20 @@ def test_manifest_errors_name_the_case(tmp_path):
     p.write_text(json.dumps([{"trajectory": "W2"}]))
     with pytest.raises(SuiteError, match="needs at least 'id'"):
         load_suite(str(p))
+
+
+def test_unknown_case_and_trajectory_keys_are_errors_with_a_suggestion(tmp_path):
+    """A typo in a manifest ("intrinsic", "sped_mps") would silently run the default intrinsics or speed."""
+    import json as _json
+
+    from worldgate.trajectories.suites import SuiteError, manifest_suite
+
+    m = tmp_path / "m.jsonl"
+    m.write_text(_json.dumps({"id": "a", "trajectory": "W1", "scene": {"seed": 1}, "intrinsic": [10, 10, 5, 5]}) + "\n")
+    with pytest.raises(SuiteError, match="unknown key 'intrinsic' \\(did you mean 'intrinsics'\\?\\)"):
+        manifest_suite(m)
+    m.write_text(_json.dumps({"id": "a", "trajectory": {"text": "W1", "sped_mps": 3}}) + "\n")
+    with pytest.raises(SuiteError, match="unknown trajectory key 'sped_mps' \\(did you mean 'speed_mps'\\?\\)"):
+        manifest_suite(m)
+    m.write_text(_json.dumps({"id": "a", "trajectory": {"text": "W1", "speed_mps": 3}, "tags": {"x": 1}}) + "\n")
+    assert manifest_suite(m)[0].trajectory.speed == 3.0

@@ -262,6 +262,10 @@ def _frames_in(t0: float, t1: float, fps: float, n_frames: int) -> tuple[int, in
     return max(0, min(a, n_frames)), max(0, min(b, n_frames))
 
 
+#: the keys of a trajectory dict (``Trajectory.to_dict`` writes all of them)
+TRAJECTORY_KEYS = ("name", "text", "segments", "speed_mps", "yaw_dps", "pitch_dps")
+
+
 @dataclass
 class Trajectory:
     """Segments + speeds; integrates to per-frame commanded camera-to-world poses."""
@@ -310,6 +314,14 @@ class Trajectory:
     def from_dict(cls, d: dict) -> "Trajectory":
         if not isinstance(d, dict):
             raise TrajectoryError(f"a trajectory dict is an object, got {type(d).__name__}")
+        unknown = sorted(str(k) for k in d if k not in TRAJECTORY_KEYS)
+        if unknown:  # a typo ("sped_mps") would silently run the default
+            from difflib import get_close_matches
+
+            close = get_close_matches(unknown[0], TRAJECTORY_KEYS, n=1, cutoff=0.5)
+            raise TrajectoryError(f"unknown trajectory key {short_repr(unknown[0], 40)}"
+                                  + (f" (did you mean {close[0]!r}?)" if close else "")
+                                  + f"; a trajectory dict takes {', '.join(TRAJECTORY_KEYS)}")
         segs = d.get("segments")
         if segs is None:
             if not isinstance(d.get("text"), str):

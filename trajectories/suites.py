@@ -23,6 +23,9 @@ from . import library
 from .core import Trajectory, TrajectoryError, short_repr
 from .registry import Registry
 
+#: the keys of a case object (``Case.to_dict`` writes all of them)
+CASE_KEYS = ("id", "suite", "trajectory", "prompt", "prompt_source", "image", "scene", "intrinsics", "image_size",
+             "view", "tags", "targets", "dynamic")
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 # Limits of a case (checked in Case, so every suite obeys them; errors name the constant)
@@ -143,6 +146,14 @@ class Case:
         cid = d.get("id")
         check_case_id(cid)
         check_depth(d, f"case {cid!r}")
+        unknown = sorted(str(k) for k in d if k not in CASE_KEYS)
+        if unknown:  # a typo ("intrinsic") would silently run the default
+            from difflib import get_close_matches
+
+            close = get_close_matches(unknown[0], CASE_KEYS, n=1, cutoff=0.5)
+            raise SuiteError(f"case {cid!r}: unknown key {short_repr(unknown[0], 40)}"
+                             + (f" (did you mean {close[0]!r}?)" if close else "")
+                             + f"; a case takes {', '.join(CASE_KEYS)}")
         try:
             traj = library.resolve(d["trajectory"])
         except TrajectoryError as e:
