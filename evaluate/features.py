@@ -20,7 +20,7 @@ import io
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from worldgate.generate.records import (
     sha256_record_file,
 )
 from worldgate.generate.video import read_frames
+from worldgate.trajectories.suites import SuiteError, check_intrinsics
 
 from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _torch_threads, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
 
@@ -63,6 +64,8 @@ class RecordView:
     content_hash: str
     #: digest of every input an extractor reads (:func:`inputs_digest`); computed on first use where not given
     input_digest: str = ""
+    #: what could not be checked about the record (carried into its sample row and results.json)
+    caveats: list = field(default_factory=list)
 
     @property
     def intrinsics(self) -> np.ndarray | None:
@@ -134,6 +137,10 @@ def inputs_digest(rec: RecordView, file_hashes: dict | None = None) -> str:
         "poses": _sha(f"{poses.dtype.str}{poses.shape}".encode() + poses.tobytes()),
         "trajectory": _sha(json.dumps(rec.trajectory, sort_keys=True, default=repr).encode()),
         "intrinsics": meta.get("intrinsics"),
+        # read by extractors: the WorldMemBench family (camera poses run on the static families) and the model (the
+        # HUD WorldMark greys for its model, learned_da3.WM_HUD)
+        "case_tags": (meta.get("case") or {}).get("tags") if isinstance(meta.get("case"), dict) else None,
+        "model": meta.get("model"),
         "requested": meta.get("requested"),
         "achieved": [rec.width, rec.height, rec.fps, rec.n_frames],
         "files": {k: file_hashes.get(k) for k in OPTIONAL_FILES},
@@ -165,8 +172,15 @@ class FeatureCache:
         p = self.path(rec, ex)
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_suffix(f".tmp{os.getpid()}.npz")
-        np.savez(tmp, **data)
-        os.replace(tmp, p)
+        try:
+            np.savez(tmp, **data)
+            os.replace(tmp, p)
+        except BaseException:  # a full disk must not leave a torn temporary behind (nor a torn cache file)
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise
         info = p.parent / "record.json"
         if not info.exists():
             info.write_text(json.dumps({"record": str(rec.dir), "video_sha256": rec.content_hash,
@@ -214,6 +228,22 @@ def open_record(folder: Path) -> RecordView:
         finite = not isinstance(poses, np.ndarray) or poses.dtype.kind != "f" or np.isfinite(poses).all()
         raise FeatureError(f"{folder.name}: poses.npy must be finite float (F, 4, 4) camera-to-world poses, got "
                            f"{kind} {getattr(poses, 'shape', '')}{'' if finite else ' with NaN/inf'}")
+    for key in ("case", "adapter", "achieved", "requested", "intrinsics", "files"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise FeatureError(f"{folder.name}: meta.json's {key!r} is a JSON {type(meta[key]).__name__}, not an "
+                               "object: regenerate the record")
+    tags = (meta.get("case") or {}).get("tags")
+    if tags is not None and not isinstance(tags, dict):
+        raise FeatureError(f"{folder.name}: meta.json's case.tags is a JSON {type(tags).__name__}, not an object")
+    native = (meta.get("intrinsics") or {}).get("native")
+    if native is not None:
+        req = meta.get("requested") or {}
+        size = (req.get("width"), req.get("height"))
+        try:
+            check_intrinsics(native, size if all(isinstance(v, int) and v > 0 for v in size) else None,
+                             f"meta.json intrinsics.native")
+        except SuiteError as e:
+            raise FeatureError(f"{folder.name}: {e}") from None
     try:
         ach = meta.get("achieved") or {}
         files = meta.get("files") or {}
@@ -256,6 +286,9 @@ def open_record(folder: Path) -> RecordView:
         diag = _stream_diagnosis(video, width, height, fps)
         raise FeatureError(_changed(folder, "video.mp4", actual, recorded["video.mp4"], diag))
     rec = RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
+    if not signed:
+        rec.caveats.append("meta.json records no file hashes (written by hand or by an older worldgate): the video "
+                           "and inputs could not be checked against the record")
     rec.input_digest = inputs_digest(rec, hashes)
     return rec
 

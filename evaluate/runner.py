@@ -9,9 +9,12 @@ are given. ``--rescore`` never computes a feature: it scores from the cache only
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -20,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from worldgate.generate.records import candidate_records, git_hash, read_meta, record_views
+from worldgate.generate.records import RecordError, candidate_records, git_hash, read_meta, read_record_json, record_views
 from worldgate.trajectories.registry import did_you_mean
 
 from . import metrics as M
@@ -59,6 +62,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     folders = candidate_records(run)
     if not folders:
         raise FileNotFoundError(f"{run} holds no rollout records (was it written with --dry-run?)")
+    if all(f.is_symlink() for f in folders):  # e.g. `evaluate /`: /bin -> usr/bin is no run's record
+        raise FileNotFoundError(f"{run} holds no rollout records, only links to folders ({folders[0].name}, ...), "
+                                "which are never followed: give a run folder written by `worldgate generate`")
     extractors = extractors if extractors is not None else extractors_for(backend)
     if any(ex.backend != backend for ex in extractors):
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
@@ -96,6 +102,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
                 "unavailable": {k: s.reason for k, s in scores.items() if s.value is None},
                 "detail": {k: s.detail for k, s in scores.items() if s.detail},
                 "features": {ex.name: ex.key() for ex in extractors},
+                **({"caveats": list(rec.caveats)} if rec.caveats else {}),
             })
         except FeatureError as e:
             row["error"] = str(e)
@@ -112,6 +119,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "git": _git(),
         "records": len(folders),
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
+        "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")},
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
@@ -119,8 +127,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         if b.finish is not None:  # capabilities and tracks
             b.finish(results, samples, metrics, collected=collected.get(b.name), backend=backend, P=P)
     if write:
-        (run / "results.json").write_text(json.dumps(_clean(results), indent=2, sort_keys=True))
-        (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
+        _write_atomic(run / "samples.jsonl", "".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
+        _write_atomic(run / "results.json", json.dumps(_clean(results), indent=2, sort_keys=True))
     return results
 
 
@@ -175,10 +183,33 @@ def _git() -> str:
 
 
 def _read_json(p: Path):
+    """A run's JSON side file (run.json): None where absent; where it is a link, a FIFO, a device, too large, not
+    UTF-8 or not JSON, ``{"unreadable": why}`` (read without following or blocking: a FIFO run.json hung evaluate)."""
     try:
-        return json.loads(Path(p).read_text())
-    except (OSError, json.JSONDecodeError):
+        return read_record_json(Path(p))
+    except FileNotFoundError:
         return None
+    except (RecordError, OSError) as e:
+        return {"unreadable": f"{Path(p).name}: {e}"}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file beside it, then a rename): a full disk left a truncated
+    results.json in place of the last good one."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if e.errno == errno.ENOSPC:
+            raise OSError(e.errno, f"no space left on device writing {path.name} in {path.parent} (the previous "
+                                   f"{path.name}, if any, is kept): free some space and run evaluate again") from None
+        raise
 
 
 def _clean(x):
@@ -275,7 +306,9 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
     filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part. ``judge``: a VLM's Hugging
     Face id, the judge of the benchmarks that take one (WorldMemBench's dynamic memory), on ``judge_device`` (default
     cuda when available)."""
-    wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics else None
+    wanted = {m.strip() for m in metrics.split(",") if m.strip()} if metrics is not None else None
+    if wanted is not None and not wanted:
+        raise ValueError(f"--metrics {metrics!r} names no metric: give ids separated by commas (worldgate list metrics)")
     results = []
     for run in runs:
         imported = _imported_only(Path(run))

@@ -245,3 +245,86 @@ def test_resume_over_hostile_meta_json_rewrites_those_records(base, tmp_path):
     for name in (a.name, b.name):
         m = run / name / "meta.json"
         assert m.is_file() and not m.is_symlink() and json.loads(m.read_text())["complete"]
+
+
+# --- run-level files, tampered meta values, unsigned records, the cache key's case tags -----------------------------
+
+@needs_fifo
+def test_run_json_fifo_or_dev_zero_never_hangs_evaluate(base, tmp_path):
+    """run.json beside the records: a FIFO or a link to /dev/zero hung evaluate (read without end); it is recorded
+    as unreadable, and the records are scored."""
+    _, a, _ = base
+    for kind in ("fifo", "zero", "bytes"):
+        (tmp_path / kind).mkdir()
+        run = _run_with(tmp_path / kind, {"A": a})
+        if kind == "fifo":
+            os.mkfifo(run / "run.json")
+        elif kind == "zero":
+            os.symlink("/dev/zero", run / "run.json")
+        else:
+            (run / "run.json").write_bytes(b"\xff\xfe{")
+        r = _py("""
+            import json, sys
+            from worldgate.evaluate.runner import evaluate_run
+            res = evaluate_run(sys.argv[1], metrics={"direction_accuracy_trans"}, progress=False)
+            print(json.dumps(res["config"]["run_config"]))
+        """, str(run))
+        assert r.returncode == 0, r.stderr
+        cfg = json.loads(r.stdout.strip().splitlines()[-1])
+        assert "run.json" in cfg["unreadable"], cfg
+
+
+def test_tampered_meta_values_are_one_line_errors(base, tmp_path):
+    """case / case.tags / adapter of the wrong JSON type, and native intrinsics that are zero, NaN or absurd, are
+    error entries naming the field (they raised AttributeError / LinAlgError, or were scored silently)."""
+    _, a, _ = base
+    edits = {
+        "tags-list": lambda m: m["case"].__setitem__("tags", [1]),
+        "case-str": lambda m: m.__setitem__("case", "x"),
+        "adapter-list": lambda m: m.__setitem__("adapter", [1]),
+        "k-zero": lambda m: m["intrinsics"].__setitem__("native", [0, 0, 0, 0]),
+        "k-huge": lambda m: m["intrinsics"].__setitem__("native", [-1e308, 1e308, 5, 5]),
+    }
+    run = _run_with(tmp_path, {name: a for name in edits})
+    for name, edit in edits.items():
+        meta = json.loads((run / name / "meta.json").read_text())
+        edit(meta)
+        (run / name / "meta.json").write_text(json.dumps(meta))
+    evaluate_run(run, metrics={"direction_accuracy_trans"}, progress=False)
+    rows = _rows(run)
+    want = {"tags-list": "case.tags is a JSON list", "case-str": "'case' is a JSON str",
+            "adapter-list": "'adapter' is a JSON list", "k-zero": "focal lengths", "k-huge": "focal lengths"}
+    for name, text in want.items():
+        assert text in rows[name].get("error", ""), (name, rows[name])
+        assert "Error:" not in rows[name]["error"].split(":", 1)[1][:40]  # not a bare exception type
+
+
+def test_a_record_without_file_hashes_is_scored_with_a_caveat(base, tmp_path):
+    _, a, _ = base
+    run = _run_with(tmp_path, {"A": a})
+    meta = json.loads((run / "A" / "meta.json").read_text())
+    del meta["files"]
+    (run / "A" / "meta.json").write_text(json.dumps(meta))
+    res = evaluate_run(run, metrics={"direction_accuracy_trans"}, progress=False)
+    assert "no file hashes" in _rows(run)["A"]["caveats"][0]
+    assert "no file hashes" in res["caveats"]["A"][0]
+
+
+def test_cache_key_covers_the_case_tags(base):
+    """The WorldMemBench family decides whether camera poses run (AdjacentPoseExtractor, DA3CameraPoses): a record
+    whose tags changed was served the other family's cached poses."""
+    _, a, _ = base
+    rec = open_record(a)
+    d0 = inputs_digest(rec)
+    rec.meta["case"]["tags"] = dict(rec.meta["case"].get("tags") or {}, family="environment")
+    assert inputs_digest(rec) != d0
+
+
+def test_evaluate_of_a_folder_of_links_writes_nothing(tmp_path):
+    """`evaluate /` wrote /results.json: /bin -> usr/bin counted as a (refused) record."""
+    d = tmp_path / "d"
+    d.mkdir()
+    os.symlink("/usr", d / "x")
+    with pytest.raises(FileNotFoundError, match="only links to folders"):
+        evaluate_run(d, progress=False)
+    assert not (d / "results.json").exists() and not (d / "samples.jsonl").exists()
