@@ -301,7 +301,7 @@ def _imported_only(run: Path) -> dict | None:
 
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
                  out: str | None = None, progress: bool = True, judge: str | None = None,
-                 judge_device: str | None = None) -> int:
+                 judge_device: str | None = None, params: dict | None = None) -> int:
     """Score runs, print the table, write results and (several runs) a leaderboard. Under a launcher the CLI has
     filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part. ``judge``: a VLM's Hugging
     Face id, the judge of the benchmarks that take one (WorldMemBench's dynamic memory), on ``judge_device`` (default
@@ -316,8 +316,8 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
             print(f"{Path(run).name}: imported from {imported['imported'].get('from', '?')} (no videos to re-score)")
             results.append(imported)
             continue
-        results.append(evaluate_run(Path(run), wanted, backend, rescore, progress=progress, judge=judge,
-                                    judge_device=judge_device))
+        results.append(evaluate_run(Path(run), wanted, backend, rescore, params=params, progress=progress,
+                                    judge=judge, judge_device=judge_device))
     print(format_table(results))
     for r in results:
         for b in benchmarks():

@@ -96,6 +96,23 @@ def test_cli_evaluate_and_leaderboard(run, tmp_path, capsys):
     assert "Did you mean 'local_memory'" in capsys.readouterr().err
 
 
+def test_worldmarks_options_are_shown_beside_the_table(run, capsys):
+    """Under the table: the WorldMark commit reproduced and every deviation option that is on (or that none is),
+    with the backend's perception deviations; the options are in results.json too."""
+    from worldgate.evaluate.runner import run_evaluate
+
+    assert run_evaluate([str(run)], rescore=True, progress=False) == 0
+    out = capsys.readouterr().out
+    assert "WorldMark's scoring at 26f33a81: its quirks as published (no deviation option on: " in out
+    assert "backend deviation: flow: OpenCV DIS" in out
+    assert run_evaluate([str(run)], rescore=True, progress=False, params={"wm_time_base_real_fps": 1}) == 0
+    out = capsys.readouterr().out
+    assert "options deviating from it: wm_time_base_real_fps=1 (time constants on the record's fps" in out
+    res = json.loads((run / "results.json").read_text())
+    assert res["worldmark"]["options"] == {"wm_time_base_real_fps": 1, "wm_flow_full_scale": 0}
+    assert run_evaluate([str(run)], rescore=True, progress=False) == 0  # the module's later tests see the defaults
+
+
 # ------------------------------------------------------------------------------ WorldMark's scoring on our features
 def _feat(sx=None, srad=None, n=318):
     z = np.zeros(n)

@@ -287,11 +287,31 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
         m.update(per_record_mean=m.get("mean"), mean=v, aggregation=f"WorldMark final_master: {how}")
 
 
+#: the named deviations from WorldMark's evaluation code a user may turn on (PARAMS, off = WorldMark's quirk)
+OPTIONS = {"wm_time_base_real_fps": "time constants on the record's fps (WorldMark: 16 fps whatever the video, fe:19)",
+           "wm_flow_full_scale": "flow in full 640-wide pixels (WorldMark: SEA-RAFT's half-size values, fe:50-53)"}
+
+
+def table_note(results: dict) -> list[str]:
+    """The lines printed beside a run's WorldMark table: the commit reproduced, each deviation option that is on
+    (or that none is), and the backend's perception deviations."""
+    wm = results.get("worldmark")
+    if not wm:
+        return []
+    on = [f"{k}={v:g} ({OPTIONS.get(k, '')})" for k, v in sorted((wm.get("options") or {}).items()) if v]
+    lines = [f"WorldMark's scoring at {str(wm.get('commit', '?'))[:8]}: "
+             + ("options deviating from it: " + "; ".join(on) if on else
+                "its quirks as published (no deviation option on: " + ", ".join(f"{k}=0" for k in OPTIONS) + ")")]
+    lines += [f"  backend deviation: {d}" for d in wm.get("backend_deviations") or []]
+    return lines
+
+
 BENCHMARK = Benchmark(
     name="worldmark", title="WorldMark", metrics=METRICS, params=PARAMS, views=1,
     extractors=("flow", "depth", "poses", "appearance", "quality", "geometry", "vggt_global", "qalign"), score=score,
     finish=finish,
     collect=collect,
+    summary=lambda r: "\n".join(table_note(r)),  # beside the table: which WorldMark, and every deviation from it
     unavailable={"learned": {
         "global_memory": "VGGT-Omega (WorldMark's global memory model) is not configured: set VGGT_OMEGA_PATH to a "
                          "facebookresearch/vggt-omega checkout and VGGT_OMEGA_CKPT to vggt_omega_1b_512.pt "
