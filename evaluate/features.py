@@ -360,15 +360,24 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     """
     out, todo = {}, []
     stats = {"computed": [], "cached": [], "seconds": {}}
+    missing = []
     for ex in extractors:
         hit = cache.get(rec, ex)
         if hit is not None:
             out[ex.name] = hit
             stats["cached"].append(ex.key())
         elif rescore:
-            raise MissingFeature(f"{rec.dir.name}: feature {ex.key()} is not cached; run evaluate without --rescore first")
+            missing.append(ex.key())
         else:
             todo.append(ex)
+    if missing:
+        # --rescore computes nothing: with some features cached (an imported WorldMark FLOW cache, say) the record
+        # is scored from those and the metrics that read the others say they were not computed; with none, it is
+        # an error
+        if not out:
+            raise MissingFeature(f"{rec.dir.name}: feature {missing[0]} is not cached; run evaluate without "
+                                 "--rescore first")
+        stats["missing"] = missing
     if not todo:
         return out, stats
     for ex in todo:

@@ -98,8 +98,9 @@ def worldmark_columns() -> list[str]:
     return list(BENCHMARKS.get("worldmark").metrics)
 
 
-def extractors(backend: str, views: int = 1) -> list:
-    """One extractor per feature the benchmarks of ``views``-view records read under ``backend``, in run order."""
+def extractors(backend: str, views: int = 1, check: bool = True) -> list:
+    """One extractor per feature the benchmarks of ``views``-view records read under ``backend``, in run order;
+    ``check``: every model and checkout they load is checked first (off for ``--rescore``, which loads none)."""
     if backend not in FEATURES:
         raise did_you_mean("backend", backend, FEATURES)
     wanted = {f for b in benchmarks() if b.views == views for f in (b.extractors or ())}
@@ -116,17 +117,17 @@ def extractors(backend: str, views: int = 1) -> list:
             # DA3 poses (WorldMemBench's estimator) run where depth-anything-3 imports; else camera following is
             # unavailable, with the install command (worldmembench/benchmark.py)
             names = [f for f in names if f != "camera_poses" or available()]
-        if "vggt_global" in names:
-            from .learned_vggt import check
+        if "vggt_global" in names and check:
+            from .learned_vggt import check as vggt_check
 
-            check()  # every missing piece of the checkout named at once, before the first record
+            vggt_check()  # every missing piece of the checkout named at once, before the first record
         from .learned_qalign import configured as qalign_configured
 
         # Q-Align (WorldMark's QA_q / QA_a) runs where pyiqa's port and the weights are here, or QALIGN_MODEL names
         # a checkpoint (then a missing piece is an error, before the first record); else the two columns are
         # unavailable with what to install
         names = [f for f in names if f != "qalign" or qalign_configured()]
-        if "qalign" in names:
+        if "qalign" in names and check:
             from .learned_qalign import check as qalign_check
 
             qalign_check()
@@ -135,11 +136,12 @@ def extractors(backend: str, views: int = 1) -> list:
         # SEA-RAFT (WorldMark's flow) is a checkout the user points at (SEA_RAFT_PATH): when it is configured it
         # replaces the torchvision RAFT stand-in, checked before the first record; when not, the stand-in runs
         sea = "flow" in names and learned_searaft.configured()
-        if sea:
-            learned_searaft.check()
-        check_installed()  # the learned backend's optional dependencies, named when missing
-        # every missing model at once, before the first record (no per-record retries)
-        preflight([f for f in names if not (sea and f == "flow")])
+        if check:
+            if sea:
+                learned_searaft.check()
+            check_installed()  # the learned backend's optional dependencies, named when missing
+            # every missing model at once, before the first record (no per-record retries)
+            preflight([f for f in names if not (sea and f == "flow")])
         return [learned_searaft.SeaRaftFlow() if sea and f == "flow" else FEATURES[backend].get(f)() for f in names]
     return [FEATURES[backend].get(f)() for f in names]
 

@@ -34,9 +34,10 @@ from .metrics import benchmarks, metric_info, score_record
 BACKENDS = ("classical", "learned")
 
 
-def extractors_for(backend: str) -> list:
-    """The one-view benchmarks' extractors under ``backend`` (each feature once)."""
-    return M.extractors(backend, views=1)
+def extractors_for(backend: str, check: bool = True) -> list:
+    """The one-view benchmarks' extractors under ``backend`` (each feature once); ``check``: fail before the first
+    record when a model they load is not on this machine."""
+    return M.extractors(backend, views=1, check=check)
 
 
 def n_views(folder: Path) -> int:
@@ -65,7 +66,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     if all(f.is_symlink() for f in folders):  # e.g. `evaluate /`: /bin -> usr/bin is no run's record
         raise FileNotFoundError(f"{run} holds no rollout records, only links to folders ({folders[0].name}, ...), "
                                 "which are never followed: give a run folder written by `worldgate generate`")
-    extractors = extractors if extractors is not None else extractors_for(backend)
+    # --rescore loads no model (everything comes from the cache), so the models' presence is not checked
+    extractors = extractors if extractors is not None else extractors_for(backend, check=not rescore)
     if any(ex.backend != backend for ex in extractors):
         raise ValueError(f"extractors of other backends given for --backend {backend}: scores are never mixed")
     extractors = list(extractors) + judges
@@ -85,6 +87,9 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             rec = open_record(folder)
             row["tags"] = rec.meta.get("case", {}).get("tags", {})  # also on an error row: family coverage reads it
             feats, st = compute_features(rec, extractors, cache, rescore=rescore)
+            if st.get("missing"):
+                rec.caveats.append(f"--rescore: features not cached, the metrics that read them are unavailable: "
+                                   f"{', '.join(st['missing'])} (evaluate without --rescore computes them)")
             feat_stats["computed"] += len(st["computed"])
             feat_stats["cached"] += len(st["cached"])
             rd = scoring_view(rec)

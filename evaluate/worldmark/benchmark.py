@@ -112,7 +112,9 @@ def table_config(backend: str, P: dict):
 
 def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
     """What WorldMark's scoring reads of one record (flow record, cache, embeddings, cuts), or None."""
-    if "flow" not in feat or not ("poses" in feat or "depth" in feat):
+    # the parallax split needs depth (learned), the pose model's tracks (classical), or an imported FLOW cache's own
+    # fit samples (px_segs: WorldMark's depth, imported with its flow)
+    if "flow" not in feat or not ("poses" in feat or "depth" in feat or "px_segs" in feat["flow"]):
         return None
     frec, cache, why = protocol_record(feat, rec, P)
     out = {"why": why, "frec": frec, "cache": cache, "model": rec_model(rec), "stem": rec_stem(rec),
