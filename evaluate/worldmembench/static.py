@@ -18,8 +18,9 @@ target not detected, NCC below ``memory_min_match`` — scores 0):
                                        estimated orientation to frame 0 (classical: the pose feature; learned:
                                        DA3's camera poses), 0, 1); unavailable, with the reason, where no
                                        orientation is estimated (no pose feature: --backend learned without DA3)
-  human_identity                       unavailable (needs ArcFace, not packaged here)
-  depth_spearman, spherical_reconstruction  learned backend: Depth Anything at frame 0 and at the revisit frames
+  human_identity                       learned backend: ArcFace cosine of the face at each revisit against the
+                                       conditioning frame's (0 where no face is found); unavailable under classical
+  depth_spearman, spherical_reconstruction  learned backend: DA3 (else Depth Anything V2) at frame 0 and the revisits
                                        (``memory_depth``); unavailable under classical (rotation-only revisits carry
                                        no parallax)
 Under ``--backend learned`` the appearance descriptor is DINOv2 patch tokens pooled inside the mask, and silhouettes
