@@ -138,6 +138,17 @@ def test_metrics_are_scored_on_their_own_family_only(memory_runs):
     assert obj["scores"]["object_geometry"] is not None
 
 
+def test_engine_cases_give_their_familys_targets_only(memory_runs):
+    """Engine WorldMemBench cases are per family: a Human case gives people, an Object case objects, an Environment
+    case no target (every record carried people and objects alike)."""
+    gt, _ = memory_runs
+    run = Path(gt["run"])
+    for case, kinds in (("human-LRLR-00", {"human"}), ("object-LRLR-00", {"object"}), ("environment-LRLR-00", set())):
+        with np.load(run / case / "targets.npz") as z:
+            assert set(z["kinds"].tolist()) == kinds, (case, z["kinds"])
+            assert len(z["kinds"]) == (0 if not kinds else len(z["masks"])) and len(z["masks"]) <= 2
+
+
 def test_user_targets_follow_the_models_aspect_policy(tmp_path):
     from PIL import Image
 

@@ -167,7 +167,8 @@ class EngineAdapter(Adapter):
                         "transform": transform, "case_hfov_deg": case_fov,
                         "native_hfov_deg": horizontal_fov_deg(k[0], self.width)},
             prompt=case.prompt, prompt_source=case.prompt_source,
-            extra={"scene": scene, "view": case.view, "duration_s": traj.duration, "trajectory": traj.to_dict()},
+            extra={"scene": scene, "view": case.view, "duration_s": traj.duration, "trajectory": traj.to_dict(),
+                   **({"family": case.tags["family"]} if isinstance(case.tags.get("family"), str) else {})},
         )
 
     # ------------------------------------------------------------------------------------------------ runtime
@@ -259,6 +260,10 @@ class EngineAdapter(Adapter):
         return rgb
 
     TARGET_KINDS = ("human", "object", "event")
+    #: the targets a WorldMemBench case of each family gives with its conditioning frame (the paper's Human cases
+    #: name people, Object cases objects, Dynamic cases their event; Environment cases none); a case without a
+    #: family gets every kind
+    FAMILY_TARGET_KINDS = {"human": ("human",), "object": ("object",), "environment": (), "dynamic": ("event",)}
     TARGET_MIN_AREA = 0.004  # share of the frame a target must cover in the conditioning frame
     TARGETS_PER_KIND = 2
 
@@ -268,13 +273,13 @@ class EngineAdapter(Adapter):
         dynamic items only for scenes made for them (``event_s``: events that visibly start during V)."""
         return any(p.name == "V" for p in Trajectory.from_dict(plan.extra["trajectory"]).phases())
 
-    def target_masks(self, world, ids: np.ndarray) -> dict:
+    def target_masks(self, world, ids: np.ndarray, kinds_wanted: tuple[str, ...] | None = None) -> dict:
         """WorldMemBench-style targets: masks of the largest people, objects and event entities visible in the
-        conditioning frame (frame 0), as a benchmark gives them with its conditioning image. Evaluation finds them
-        again at revisits from the video alone."""
+        conditioning frame (frame 0), as a benchmark gives them with its conditioning image (``kinds_wanted``: the
+        case family's kinds, default all). Evaluation finds them again at revisits from the video alone."""
         H, W = ids.shape
         masks, kinds, names, iids = [], [], [], []
-        for kind in self.TARGET_KINDS:
+        for kind in (self.TARGET_KINDS if kinds_wanted is None else kinds_wanted):
             cands = []
             for e in world.entities:
                 if e.kind != kind:
@@ -337,7 +342,8 @@ class EngineAdapter(Adapter):
                     idss.append(ids)
             extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
             if index == 0 and self._memory_case(plan):  # WorldMemBench-style: an initial hold V to remember
-                targets = self.target_masks(world, self._first_ids)
+                targets = self.target_masks(world, self._first_ids,
+                                            self.FAMILY_TARGET_KINDS.get(plan.extra.get("family")))
                 extra["files"] = {"targets.npz": targets}
                 dyn = dynamic_questions(world, targets, plan, self._first_depth) \
                     if plan.extra["scene"].get("event_s") else {}
