@@ -15,7 +15,12 @@ model                        defect                                             
 ``engine-blur``              Gaussian blur (sigma 2.2 px) plus noise (sigma 10)      visual / imaging quality
 ``engine-dissolve``          after 15 % of the video the picture dissolves into a    global memory
                              featureless blur (over 1 s) and stays so
+``engine-freeze``            scene events only progress while in view                WorldMemBench dynamic probe
+``engine-reset``             an event out of view for 0.5 s restarts from its start  WorldMemBench dynamic probe
 ============================ ======================================================= ===========================
+
+WorldMemBench's static memory fault is ``engine-memory`` (adapters/engine/memory.py) with a one-chunk context and no
+sink: it re-invents what it no longer holds (human/object appearance, environment visible; ``WMB_FAULT_TARGETS``).
 """
 
 from __future__ import annotations
@@ -282,4 +287,19 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float]] = {
     "engine-forget": (("revisit_memory",), 5.0),
     "engine-blur": (("visual_quality",), 15.0),
     "engine-dissolve": (("global_memory",), 40.0),
+}
+
+
+#: WorldMemBench faults -> {metric (0-1): the drop it must show against Engine GT}, on the worldmembench-engine cases
+#: worldgate/experiments/validate.py runs them on (WMB_FAULT_CASES) at 128x128, classical. Measured there (GT ->
+#: fault, drop): engine-freeze dynamic_probe_score 1.000 -> 0.844 (0.156); engine-reset 1.000 -> 0.531 (0.469);
+#: engine-memory with one chunk of context and no sink ("engine-memory-tiny"): human_appearance 0.977 -> 0.546
+#: (0.431), object_appearance 0.986 -> 0.320 (0.666), environment_visible 0.995 -> 0.947 (0.048). Each margin keeps
+#: headroom below the measured drop: freeze misses the out-of-view question (1 of 8 per item, 0.125 per case, so
+#: 0.06 is half of one missed answer per case), reset also the return and final-state ones (0.15); the environment's
+#: background changes least when re-invented (0.02 where 0.048 was measured).
+WMB_FAULT_TARGETS: dict[str, dict[str, float]] = {
+    "engine-freeze": {"dynamic_probe_score": 0.06},
+    "engine-reset": {"dynamic_probe_score": 0.15},
+    "engine-memory-tiny": {"human_appearance": 0.3, "object_appearance": 0.3, "environment_visible": 0.02},
 }
