@@ -23,16 +23,29 @@ the page as text: Python-side through ``_esc`` (html.escape), the embedded JSON 
 and ``&`` as ``\\u003c`` etc., so no string can close its ``<script>``), and in the browser through ``textContent`` /
 ``setAttribute`` only (the script never assigns ``innerHTML``). A Content-Security-Policy lets only the page's own
 script run. Media are taken only from regular files inside their record folder: a record folder, video, trajectory or
-pose file that is a symbolic link, or that resolves outside its run, is skipped with a warning naming it.
+pose file that is a symbolic link, or that resolves outside its run, is skipped with a warning naming it. A video is
+copied into media/ (never hard-linked: editing the report never edits the run) and hashed as it is copied: one whose
+sha256 is not the one its meta.json records (a file hard-linked into the record, a swapped video), or, where meta.json
+records none, one with other hard links, is left out with a note saying why (copying and hashing run at several
+hundred MB/s: a 500-video delivery adds seconds, not minutes).
+
+Inputs are checked before anything is written: results.json and samples.jsonl must be regular files (a link, FIFO or
+device is refused unopened), UTF-8, JSON, in evaluate's schema (results.json an object whose metrics are objects,
+every samples.jsonl line an object); anything else is one :class:`ReportError` naming the file (and line) and what is
+wrong, which the command line prints as one ``error:`` line, exit status 2.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
+
+from worldgate.generate.record_files import _kind, _link_target
 
 from .csv_cells import write_csv
 from .metrics import METRIC_INFO, WORLDMARK_COLUMNS
@@ -65,21 +78,143 @@ def _plot_label(s) -> str:
     return str(s).replace("$", r"\$")
 
 
-def load_run(run: Path) -> dict:
+#: the most bytes the report reads of a run's results.json or samples.jsonl
+MAX_RESULTS_BYTES = 1 << 30
+_RERUN = "rewrite it with `worldgate evaluate {run}`"
+
+
+def _read_text(path: Path, run: Path) -> str | None:
+    """The UTF-8 text of a run's results.json / samples.jsonl; None when absent; :class:`ReportError` naming the file
+    when it is a symbolic link, a FIFO, a device or a folder (never followed or opened), too large, or not UTF-8."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise ReportError(f"{path} is a symbolic link (to {_link_target(path)}): the report reads only the regular "
+                          f"files evaluate wrote into the run; {_RERUN.format(run=run)}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportError(f"{path} is {_kind(st.st_mode)}, not a regular file: {_RERUN.format(run=run)}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ReportError(f"{path} is not a regular file: {_RERUN.format(run=run)}")
+        data = f.read(MAX_RESULTS_BYTES + 1)
+    if len(data) > MAX_RESULTS_BYTES:
+        raise ReportError(f"{path} is larger than {MAX_RESULTS_BYTES >> 20} MiB: not a file evaluate wrote")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReportError(f"{path} is not UTF-8 text (byte {e.start}): {_RERUN.format(run=run)}") from None
+
+
+def _parse_json(text: str, where: str, run: Path):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ReportError(f"{where} is nested too deeply to be evaluate's output: {_RERUN.format(run=run)}") from None
+    except ValueError as e:  # JSONDecodeError (truncated, not JSON), an over-long integer
+        msg = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else \
+            (str(e).splitlines() or [type(e).__name__])[0]
+        raise ReportError(f"{where} is not valid JSON ({msg}): {_RERUN.format(run=run)}") from None
+
+
+def _number(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _check_results(results, path: Path, run: Path) -> dict:
+    """results.json as the report reads it: an object whose ``metrics`` map ids to objects (``mean`` a number or
+    null) or null, ``backends`` map names to objects with a string ``backend``, ``config``/``multiworld`` objects;
+    :class:`ReportError` naming the file and the first key that is not so."""
+    def bad(what):
+        return ReportError(f"{path}: {what}: not evaluate's results.json; {_RERUN.format(run=run)}")
+
+    def kind(v):
+        return "null" if v is None else f"a JSON {type(v).__name__}"
+
+    if not isinstance(results, dict):
+        raise bad(f"holds {kind(results)}, not an object")
+    metrics = results.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise bad(f'"metrics" is {kind(metrics)}, not an object of metric id -> summary')
+    for m, a in metrics.items():
+        if a is not None and (not isinstance(a, dict) or not _number(a.get("mean"))):
+            raise bad(f'"metrics"[{m!r}] is {kind(a)}' + (", whose mean is not a number" if isinstance(a, dict) else
+                                                         ", not an object with a numeric mean"))
+    backends = results.get("backends", {})
+    if not isinstance(backends, dict) or not all(isinstance(b, dict) and isinstance(b.get("backend"), str)
+                                                 for b in backends.values()):
+        raise bad('"backends" is not an object of feature -> {"backend": name, ...}')
+    for key in ("config", "multiworld"):
+        if results.get(key) is not None and not isinstance(results[key], dict):
+            raise bad(f'"{key}" is {kind(results[key])}, not an object')
+    mw = results.get("multiworld") or {}
+    if mw.get("tracks") is not None and not (isinstance(mw["tracks"], dict) and all(
+            isinstance(t, dict) and _number(t.get("mean")) for t in mw["tracks"].values())):
+        raise bad('"multiworld"."tracks" is not an object of track -> {"mean": number}')
+    if not _number(mw.get("overall")):
+        raise bad('"multiworld"."overall" is not a number')
+    cfg = results.get("config") or {}
+    if cfg.get("run_config") is not None and not isinstance(cfg["run_config"], dict) or \
+            isinstance(cfg.get("run_config"), dict) and cfg["run_config"].get("context") is not None and \
+            not isinstance(cfg["run_config"]["context"], dict):
+        raise bad('"config"."run_config" (or its "context") is not an object')
+    return results
+
+
+def _check_sample(s, where: str, run: Path) -> dict:
+    """One samples.jsonl line as the report reads it: an object whose scores / detail / timing / tags are objects."""
+    if not isinstance(s, dict):
+        raise ReportError(f"{where} holds a JSON {type(s).__name__}, not a sample object: {_RERUN.format(run=run)}")
+    for key in ("scores", "detail", "timing", "tags", "features"):
+        if s.get(key) is not None and not isinstance(s[key], dict):
+            raise ReportError(f"{where}: \"{key}\" is a JSON {type(s[key]).__name__}, not an object: "
+                              f"{_RERUN.format(run=run)}")
+    bad = [m for m, v in (s.get("scores") or {}).items() if not _number(v)]
+    if bad:
+        raise ReportError(f"{where}: the score {bad[0]!r} is not a number or null: {_RERUN.format(run=run)}")
+    rm = (s.get("detail") or {}).get("revisit_memory")
+    if rm is not None and not (isinstance(rm, dict) and isinstance(rm.get("per_trip", []), list)
+                               and all(_number(v) for v in rm.get("per_trip", []))):
+        raise ReportError(f"{where}: \"detail\".\"revisit_memory\" is not an object with a numeric per_trip list: "
+                          f"{_RERUN.format(run=run)}")
+    if not _number((s.get("timing") or {}).get("rollout_s")):
+        raise ReportError(f'{where}: "timing"."rollout_s" is not a number: {_RERUN.format(run=run)}')
+    return s
+
+
+def read_results(run: Path) -> dict:
+    """A run's results.json, checked (:func:`_check_results`): :class:`ReportError` naming the file and what is wrong
+    (absent, a link or FIFO, not UTF-8, not JSON, not evaluate's schema)."""
     run = Path(run)
-    res = run / "results.json"
-    if not res.is_file():
+    path = run / "results.json"
+    text = _read_text(path, run)
+    if text is None:
         raise ReportError(f"{run} has no results.json: score it first with `worldgate evaluate {run}`")
-    results = json.loads(res.read_text())
+    return _check_results(_parse_json(text, str(path), run), path, run)
+
+
+def load_run(run: Path) -> dict:
+    """A scored run as the report reads it; every input is checked first, and anything malformed is one
+    :class:`ReportError` naming the file (and line) and what is wrong."""
+    run = Path(run)
+    if not run.is_dir():
+        raise ReportError(f"run folder {run} not found (or not a folder)")
+    results = read_results(run)
     samples = []
-    if (run / "samples.jsonl").is_file():
-        samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines() if x.strip()]
+    sp = run / "samples.jsonl"
+    text = _read_text(sp, run)
+    for n, x in enumerate((text or "").splitlines(), 1):
+        if x.strip():
+            where = f"{sp} line {n}"
+            samples.append(_check_sample(_parse_json(x, where, run), where, run))
     backends = sorted({b["backend"] for b in results.get("backends", {}).values()})
     return {"run": run, "name": run.name, "results": results, "samples": samples, "backend": ",".join(backends)}
 
 
 def _mean(r, m):
-    a = r["results"]["metrics"].get(m)
+    a = r["results"].get("metrics", {}).get(m)
     return None if not a else a.get("mean")
 
 
@@ -205,7 +340,8 @@ def revisit_decay(r) -> list[float | None]:
     per = {}
     for s in r["samples"]:
         for k, v in enumerate(((s.get("detail") or {}).get("revisit_memory") or {}).get("per_trip", [])):
-            per.setdefault(k, []).append(v)
+            if v is not None:
+                per.setdefault(k, []).append(v)
     return [float(np.mean(per[k])) if k in per else None for k in range(max(per) + 1)] if per else []
 
 

@@ -21,10 +21,12 @@ import logging
 import math
 import os
 import re
-import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
+
+from worldgate.generate.records import read_meta_reason
 
 from .features import FeatureCache, FeatureError, open_record
 from .metrics import METRIC_INFO
@@ -98,23 +100,54 @@ def _slug(s, limit: int = 80) -> str:
     return safe
 
 
-def _publish(src: Path, dst: Path) -> None:
-    """Hard-link (or copy) ``src`` to ``dst``, replacing whatever ``dst`` was (a stale video, a planted link); never
-    follows a link at ``src``."""
+_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _publish(src: Path, dst: Path, want: str | None = None) -> str | None:
+    """Copy ``src`` to ``dst`` (never a hard link: the report's media are its own, so editing them never edits the
+    run), replacing whatever ``dst`` was (a stale video, a planted link); never follows a link at ``src``. The copy
+    is hashed as it is made: with ``want`` (the sha256 the record's meta.json records) a file whose content differs is
+    not published; without one, a file with other hard links is not either (it may be any file of the machine linked
+    in). Returns None when published, else why not."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     if os.path.lexists(tmp):
         tmp.unlink()
     try:
-        os.link(src, tmp, follow_symlinks=False)
-    except (OSError, NotImplementedError):
-        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as f, open(tmp, "xb") as g:
-            shutil.copyfileobj(f, g)
-    if tmp.is_symlink() or not tmp.is_file():  # src was swapped for a link after it was checked
+        fd = os.open(src, _OPEN)
+    except OSError as e:
+        return f"could not be opened as a regular file ({e.strerror or e})"
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if want is None and st.st_nlink > 1:
+            return (f"it has {st.st_nlink} hard links and meta.json records no sha256 to check it against (it may be "
+                    "any file linked into the record)")
+        try:
+            with open(tmp, "xb") as g:
+                for b in iter(lambda: f.read(1 << 20), b""):
+                    h.update(b)
+                    g.write(b)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    got = h.hexdigest()
+    if want is not None and got != want:
         tmp.unlink()
-        raise ReportError(f"{src} changed into a link while the report was written")
+        return (f"its content is not the record's video (sha256 {got[:12]}..., meta.json records {want[:12]}...): "
+                "restore the record's video or regenerate the record")
     os.replace(tmp, dst)
+    return None
+
+
+def _recorded_sha(rec: Path, name: str) -> str | None:
+    """The sha256 the record's meta.json records for its file ``name`` (read safely), or None."""
+    meta, _ = read_meta_reason(rec)
+    entry = ((meta or {}).get("files") or {}).get(name) if isinstance((meta or {}).get("files"), dict) else None
+    sha = entry.get("sha256") if isinstance(entry, dict) else None
+    return sha if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else None
 
 
 def _finite(x):
@@ -168,13 +201,17 @@ def _prompt(run: Path, rec: Path | None) -> str | None:
 
 
 def _link_video(run: Path, rec: Path | None, name: str, base: Path, out: Path, notes: list) -> str | None:
-    """``rec/name`` published as ``base.mp4`` under media/ (its path relative to ``out``), or None when the record has
-    no such regular file inside the run."""
+    """``rec/name`` copied as ``base.mp4`` under media/ (its path relative to ``out``), or None when the record has no
+    such regular file inside the run or the file is not the record's own (:func:`_publish`; a note says why)."""
     src = _record_file(run, rec, name, notes)
     if src is None:
         return None
     dst = base.with_name(base.name + ".mp4")
-    _publish(src, dst)
+    why = _publish(src, dst, _recorded_sha(rec, name))
+    if why:
+        log.warning("skipped %s: %s", src, why)
+        notes.append(f"{name} skipped: {why}")
+        return None
     return dst.relative_to(out).as_posix()
 
 
@@ -320,7 +357,7 @@ def _signals_or_why(run: Path, rec: Path | None, sample: dict, results: dict) ->
 
 
 def _case_data(runs, media: Path, out: Path) -> dict:
-    """Per case: every run's video (linked under media/), commanded path, prompt, phases and per-case scores."""
+    """Per case: every run's video (copied under media/), commanded path, prompt, phases and per-case scores."""
     cases: dict[str, dict] = {}
     for k, r in enumerate(runs):
         run = r["run"]

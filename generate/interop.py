@@ -5,6 +5,18 @@ mp4 per (image, action) in the canonical layout ``{domain}/{view}/{MODEL}/{image
 shortened to ``first``/``third``, ``MODEL`` an upper-case tag) plus a provenance ``manifest.jsonl`` with *measured*
 achieved values and half-open per-key frame ranges into the produced video.
 
+Nothing is read through a link or from outside the folder it belongs to, and nothing is written through one (the
+record and delivery files are regular files, checked with lstat and opened with O_NOFOLLOW | O_NONBLOCK, so a FIFO
+never hangs a command): export skips, with its reason, a record that is incomplete, whose meta.json or trajectory.json
+is unreadable (a FIFO, a link, not JSON), or that holds a link, FIFO or device anywhere (a linked ``native/`` too), and
+stops at a delivery folder that is a link (:class:`DeliveryError`); a planted link where a video or the manifest goes
+is replaced, never written through. Import fails, naming it, a video (or domain / view / MODEL folder) that is a link,
+a FIFO or a device, a sidecar path that is absolute or climbs out of the delivery with ``..``, and a sidecar holding
+anything but real folders and regular files (sizes bounded: :data:`MAX_FILE_BYTES` a file, :data:`MAX_RECORD_BYTES` a
+record); a manifest.jsonl that is not a regular UTF-8 file of JSON objects is an error naming it (and the line).
+MODEL folders must be upper case, as WorldMark's spec says (output_spec.md §3: "``MODEL`` is the upper-case model tag
+and must be stable across runs"); a lower-case one fails its videos saying to rename it (:func:`check_delivery_model`).
+
 Export writes that layout (hard links where the file system allows, copies otherwise) and, so that a worldgate run
 survives the round trip exactly, a sidecar ``worldgate/{case_id}/`` holding the record's ``meta.json``,
 ``trajectory.json``, ``poses.npy`` and ``native/`` (``check_delivery.py`` is pointed at ``{domain}/{view}/{MODEL}``, so
@@ -30,10 +42,12 @@ the flow timeline (docs/worldmark.md); these boundaries serve every other metric
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -45,8 +59,17 @@ from worldgate.trajectories import library
 from worldgate.trajectories.suites import CASE_ID, Case
 from worldgate.trajectories.worldmark import WORLDMARK_DOMAINS, WORLDMARK_VIEWS, worldmark_suite
 
-from .records import RecordWriter, is_complete, list_records, read_meta, record_dir, trajectory_json
-from .video import probe_video, sha256_file
+from .record_files import MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _kind, _link_target, read_record_json
+from .records import (
+    RecordWriter,
+    candidate_records,
+    check_record_file,
+    is_complete,
+    read_meta_reason,
+    record_dir,
+    trajectory_json,
+)
+from .video import probe_video
 
 FORMATS = ("worldmark",)
 SIDECAR = "worldgate"
@@ -61,6 +84,10 @@ class InteropError(ValueError):
     pass
 
 
+class DeliveryError(InteropError):
+    """The delivery folder itself cannot be written safely (a folder of it is a link or a file): the whole export stops."""
+
+
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise InteropError(f"unknown delivery format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -73,14 +100,159 @@ def model_tag(name: str) -> str:
     return tag
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists():
-        dst.unlink()
+#: bounds of what one record's sidecar (and one record's files at export) may hold: a file, all files, how many, how
+#: deep; a manifest.jsonl's size
+MAX_FILE_BYTES = MAX_ARRAY_BYTES
+MAX_RECORD_BYTES = 4 << 30
+MAX_RECORD_FILES = 10_000
+MAX_RECORD_DEPTH = 8
+MAX_MANIFEST_BYTES = 4 * MAX_JSON_BYTES
+#: the largest video import copies (a 10-minute rollout at 1280x704 is well under 1 GiB)
+MAX_VIDEO_BYTES = 16 << 30
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _not_regular(path: Path, shown, st) -> str | None:
+    """Why ``path`` (lstat ``st``; ``shown`` names it in messages) is not a plain regular file, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return (f"{shown} is a symbolic link (to {_link_target(path)}): deliveries and records are read only as "
+                "regular files inside their folder, never through a link (copy the file in instead)")
+    if not stat.S_ISREG(st.st_mode):
+        return f"{shown} is {_kind(st.st_mode)}, not a regular file: only regular files are read (remove it)"
+    return None
+
+
+def check_regular(path: Path, shown=None) -> os.stat_result:
+    """The lstat of ``path`` when it is a regular file (never followed, never opened); :class:`InteropError` naming it
+    (``shown``, default the path) for a symbolic link, a FIFO, a device, a socket or a folder."""
+    shown = path if shown is None else shown
+    st = os.lstat(path)
+    why = _not_regular(path, shown, st)
+    if why:
+        raise InteropError(why)
+    return st
+
+
+def copy_regular(src: Path, dst: Path, shown=None, limit: int = MAX_FILE_BYTES) -> int:
+    """Copy the regular file ``src`` to the new file ``dst``: opened without following a link and without blocking on
+    a FIFO (checked again on the open descriptor), at most ``limit`` bytes; returns the bytes copied. Never a hard
+    link (the copy is the destination's own)."""
+    shown = src if shown is None else shown
+    check_regular(src, shown)
     try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+        fd = os.open(src, _OPEN_FLAGS)
+    except OSError as e:
+        raise InteropError(f"{shown} could not be opened as a regular file ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InteropError(f"{shown} is {_kind(st.st_mode)}, not a regular file (it changed while being read)")
+        if st.st_size > limit:
+            raise InteropError(f"{shown} is {st.st_size} bytes, over the {limit >> 20} MiB a file may hold here")
+        n = 0
+        with open(dst, "xb") as g:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+                if n > limit:
+                    raise InteropError(f"{shown} grew past {limit >> 20} MiB while being copied")
+                g.write(b)
+    return n
+
+
+def _scan_tree(src: Path, shown: str, prefix: tuple = (), seen: list | None = None) -> list[tuple]:
+    """The relative paths (tuples of names) of every regular file below the real folder ``src``; anything else there
+    (a symbolic link, a FIFO, a device, a socket) or too much (files, depth) is an :class:`InteropError` naming it."""
+    seen = [] if seen is None else seen
+    if not prefix:
+        st = os.lstat(src)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise InteropError(f"{shown} is {'a symbolic link' if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)}, "
+                               "not a real folder: folders are read only as real folders, never through a link")
+    if len(prefix) > MAX_RECORD_DEPTH:
+        raise InteropError(f"{shown} is nested more than {MAX_RECORD_DEPTH} folders deep: not a worldgate record")
+    with os.scandir(src.joinpath(*prefix)) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        rel = (*prefix, e.name)
+        st = e.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            _scan_tree(src, shown, rel, seen)
+            continue
+        why = _not_regular(Path(e.path), "/".join((shown, *rel)), st)
+        if why:
+            raise InteropError(why)
+        seen.append(rel)
+        if len(seen) > MAX_RECORD_FILES:
+            raise InteropError(f"{shown} holds more than {MAX_RECORD_FILES} files: not a worldgate record")
+    return seen
+
+
+def copy_tree_regular(src: Path, dst: Path, shown: str, skip=()) -> list[tuple]:
+    """Copy the real folder ``src`` into ``dst``: regular files only, nothing followed (a symbolic link, FIFO, device
+    or socket anywhere below is refused, naming it, before anything is copied), sizes bounded (:data:`MAX_FILE_BYTES`
+    a file, :data:`MAX_RECORD_BYTES` in all); ``skip``: top-level names left out. Returns the files copied."""
+    files = [f for f in _scan_tree(src, shown) if f[0] not in skip]
+    total = 0
+    for rel in files:
+        d = dst.joinpath(*rel)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        total += copy_regular(src.joinpath(*rel), d, "/".join((shown, *rel)))
+        if total > MAX_RECORD_BYTES:
+            raise InteropError(f"{shown} holds more than {MAX_RECORD_BYTES >> 30} GiB: not a worldgate record")
+    return files
+
+
+def _real_dir(root: Path, rel: Path, create: bool = True) -> Path:
+    """``root / rel`` as a real folder inside ``root``: every component below ``root`` is created where missing and
+    must be a folder, not a symbolic link (:class:`InteropError` naming it: export never writes through a link)."""
+    p = root
+    for part in rel.parts:
+        if part in ("", ".", "..") or "/" in part:
+            raise InteropError(f"{rel} is not a folder name inside {root}")
+        p = p / part
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            if not create:
+                return root.joinpath(*rel.parts)
+            p.mkdir()
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise DeliveryError(f"{p} is a symbolic link (to {_link_target(p)}): export writes only into real folders "
+                                "inside the delivery; remove the link (or give another --out) and export again")
+        if not stat.S_ISDIR(st.st_mode):
+            raise DeliveryError(f"{p} is {_kind(st.st_mode)}, not a folder: remove it or give another --out")
+    return p
+
+
+def _replace_file(dst: Path, write) -> None:
+    """Write a new file at ``dst`` through a temporary name and rename it into place: whatever ``dst`` was (a stale
+    file, a planted link) is replaced, never written through."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    if os.path.lexists(tmp):
+        tmp.unlink()
+    try:
+        write(tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.lexists(tmp):
+            tmp.unlink()
+        raise
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` (a record's checked regular file) at ``dst``, or copy it where links are not possible."""
+
+    def put(tmp):
+        try:
+            os.link(src, tmp, follow_symlinks=False)
+        except OSError:
+            copy_regular(src, tmp)
+
+    _replace_file(dst, put)
 
 
 @dataclass
@@ -92,73 +264,102 @@ class ExportResult:
 
 
 def export_worldmark(run: str | Path, out: str | Path, tag: str | None = None, fmt: str = "worldmark") -> ExportResult:
-    """Write the WorldMark delivery layout of every complete rollout record of ``run`` under ``out``."""
+    """Write the WorldMark delivery layout of every complete rollout record of ``run`` under ``out``. A record that
+    cannot be exported (incomplete, its meta.json or trajectory.json unreadable, a link, FIFO or device among its
+    files, not a WorldMark case) is skipped with its reason; nothing is followed out of the run, and nothing is
+    written through a link inside the delivery (a folder of it that is a link is an error)."""
     _check_format(fmt)
     run, out = Path(run), Path(out)
     if not run.is_dir():
         raise FileNotFoundError(f"run folder {run} not found")
     res = ExportResult(out=out)
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for rec in list_records(run, "rollout"):
-        meta = read_meta(rec)
-        tags = (meta.get("case") or {}).get("tags") or {}
-        missing = [k for k in ("view", "domain", "image", "action_id") if k not in tags]
-        if missing:
-            res.skipped[rec.name] = f"not a WorldMark case (tags lack {missing})"
+    for rec in candidate_records(run):
+        meta, why = read_meta_reason(rec)
+        if meta is None:
+            res.skipped[rec.name] = why
             continue
-        mtag = model_tag(tag or meta["adapter"]["name"])
-        view, domain = tags["view"], tags["domain"]
-        if view not in WORLDMARK_VIEWS or domain not in WORLDMARK_DOMAINS:  # tags become folder names: only these
-            res.skipped[rec.name] = (f"tags view={view!r}, domain={domain!r} are not WorldMark's "
-                                     f"({'/'.join(WORLDMARK_VIEWS)}, {'/'.join(WORLDMARK_DOMAINS)})")
+        if not is_complete(rec):
+            res.skipped[rec.name] = ("incomplete record (meta.json not marked complete, or its video is missing, not "
+                                     "a regular file or not of the recorded size): regenerate it")
             continue
         try:
-            img, aid = int(tags["image"]), int(tags["action_id"])
-        except (TypeError, ValueError):
-            res.skipped[rec.name] = f"tags image={tags['image']!r}, action_id={tags['action_id']!r} are not integers"
+            row = _export_record(rec, meta, out, tag, res)
+        except DeliveryError:
+            raise
+        except (InteropError, RecordError) as e:
+            res.skipped[rec.name] = str(e)
             continue
-        if not (0 <= img <= 999 and 1 <= aid <= 15):
-            res.skipped[rec.name] = f"image {img} / action id {aid} outside WorldMark's 000-999 / 1-15"
+        except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:  # a malformed record, never the export
+            res.skipped[rec.name] = f"malformed record ({type(e).__name__}: {e}): regenerate it"
             continue
-        rel = Path(domain) / view / mtag / f"{img:03d}_{aid:03d}.mp4"
-        res.tag = mtag
-        _link_or_copy(rec / "video.mp4", out / rel)
-        side = out / SIDECAR / rec.name
-        if side.exists():
-            shutil.rmtree(side)
-        side.mkdir(parents=True)
-        for item in rec.iterdir():  # everything but the video (which is the delivery itself)
-            if item.name == "video.mp4":
-                continue
-            if item.is_dir():
-                shutil.copytree(item, side / item.name)
-            else:
-                shutil.copy2(item, side / item.name)
-        traj = json.loads((rec / "trajectory.json").read_text())
-        ach = meta.get("achieved") or {}
-        info = (meta.get("adapter") or {}).get("info") or {}
-        intr = meta.get("intrinsics") or {}
-        regime = intr.get("regime")
-        rows.append({
-            "model": mtag, "view": view, "domain": domain, "image": f"{img:03d}", "action_id": aid,
-            "keys": "".join(_key(s) for s in traj["segments"]),
-            "video": str(rel),
-            "native": {"format": info.get("control"), "files": sorted((meta.get("files") or {}).keys() - {"video.mp4"})},
-            "requested": {"segments": len(traj["segments"]), "target_sec": sum(s["seconds"] for s in traj["segments"])},
-            "achieved": {"width": ach.get("width"), "height": ach.get("height"), "fps": ach.get("fps"),
-                         "fps_source": info.get("fps_source"), "frames": ach.get("frames"),
-                         "sec": ach.get("seconds", (ach.get("frames") or 0) / (ach.get("fps") or 1)), "measured": True},
-            "segments": [{"keys": _key(s), "frames": s["frames"]} for s in traj["segments"]],
-            "intrinsics": {"supplied": regime == 4, "regime": regime, "transform": intr.get("transform", "n/a"),
-                           "src_fov_deg": intr.get("case_hfov_deg"), "model_fov_deg": intr.get("native_hfov_deg")},
-            "prompt": {"source": meta.get("prompt_source")},
-            "caveats": meta.get("caveats", []),
-            "worldgate": {"case_id": rec.name, "sidecar": f"{SIDECAR}/{rec.name}"},
-        })
-        res.exported.append(rec.name)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        if row is not None:
+            rows.append(row)
+            res.exported.append(rec.name)
+    manifest = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    _replace_file(out / "manifest.jsonl", lambda tmp: tmp.write_text(manifest))
     return res
+
+
+def _export_record(rec: Path, meta: dict, out: Path, tag: str | None, res: ExportResult) -> dict | None:
+    """One record into the delivery: its manifest row, or None (skipped, the reason in ``res.skipped``)."""
+    tags = (meta.get("case") or {}).get("tags") or {}
+    if not isinstance(tags, dict):
+        tags = {}
+    missing = [k for k in ("view", "domain", "image", "action_id") if k not in tags]
+    if missing:
+        res.skipped[rec.name] = f"not a WorldMark case (tags lack {missing})"
+        return None
+    mtag = model_tag(tag or (meta.get("adapter") or {}).get("name") or "")
+    view, domain = tags["view"], tags["domain"]
+    if view not in WORLDMARK_VIEWS or domain not in WORLDMARK_DOMAINS:  # tags become folder names: only these
+        res.skipped[rec.name] = (f"tags view={view!r}, domain={domain!r} are not WorldMark's "
+                                 f"({'/'.join(WORLDMARK_VIEWS)}, {'/'.join(WORLDMARK_DOMAINS)})")
+        return None
+    try:
+        img, aid = int(tags["image"]), int(tags["action_id"])
+    except (TypeError, ValueError):
+        res.skipped[rec.name] = f"tags image={tags['image']!r}, action_id={tags['action_id']!r} are not integers"
+        return None
+    if not (0 <= img <= 999 and 1 <= aid <= 15):
+        res.skipped[rec.name] = f"image {img} / action id {aid} outside WorldMark's 000-999 / 1-15"
+        return None
+    # everything the record holds is checked before anything is written: regular files only, nothing followed
+    check_record_file(rec / "video.mp4")
+    traj = read_record_json(rec / "trajectory.json")
+    if not isinstance(traj, dict) or not isinstance(traj.get("segments"), list):
+        raise InteropError("trajectory.json is not a worldgate trajectory (no segment list)")
+    _scan_tree(rec, rec.name)
+    rel = Path(domain) / view / mtag / f"{img:03d}_{aid:03d}.mp4"
+    res.tag = mtag
+    vdir = _real_dir(out, rel.parent)
+    side = _real_dir(out, Path(SIDECAR) / rec.name, create=False)  # an existing sidecar must be a real folder
+    _link_or_copy(rec / "video.mp4", vdir / rel.name)
+    if os.path.lexists(side):
+        shutil.rmtree(side)
+    side.mkdir(parents=True)
+    copy_tree_regular(rec, side, rec.name, skip={"video.mp4"})  # everything but the video (the delivery itself)
+    ach = meta.get("achieved") or {}
+    info = (meta.get("adapter") or {}).get("info") or {}
+    intr = meta.get("intrinsics") or {}
+    regime = intr.get("regime")
+    return {
+        "model": mtag, "view": view, "domain": domain, "image": f"{img:03d}", "action_id": aid,
+        "keys": "".join(_key(s) for s in traj["segments"]),
+        "video": str(rel),
+        "native": {"format": info.get("control"), "files": sorted((meta.get("files") or {}).keys() - {"video.mp4"})},
+        "requested": {"segments": len(traj["segments"]), "target_sec": sum(s["seconds"] for s in traj["segments"])},
+        "achieved": {"width": ach.get("width"), "height": ach.get("height"), "fps": ach.get("fps"),
+                     "fps_source": info.get("fps_source"), "frames": ach.get("frames"),
+                     "sec": ach.get("seconds", (ach.get("frames") or 0) / (ach.get("fps") or 1)), "measured": True},
+        "segments": [{"keys": _key(s), "frames": s["frames"]} for s in traj["segments"]],
+        "intrinsics": {"supplied": regime == 4, "regime": regime, "transform": intr.get("transform", "n/a"),
+                       "src_fov_deg": intr.get("case_hfov_deg"), "model_fov_deg": intr.get("native_hfov_deg")},
+        "prompt": {"source": meta.get("prompt_source")},
+        "caveats": meta.get("caveats", []),
+        "worldgate": {"case_id": rec.name, "sidecar": f"{SIDECAR}/{rec.name}"},
+    }
 
 
 def _key(seg: dict) -> str:
@@ -191,30 +392,148 @@ def check_model_folder(mtag: str) -> str:
     return mtag
 
 
+def check_delivery_model(mtag: str) -> str:
+    """A delivery's MODEL folder: a usable tag (:func:`check_model_folder`) in upper case, as WorldMark's delivery spec
+    asks (output_spec.md §3: "``MODEL`` is the upper-case model tag and must be stable across runs"). A lower-case
+    folder is refused rather than guessed at: ``engine`` and ``ENGINE`` would be two models whose case ids differ only
+    in case (one folder on a case-insensitive file system)."""
+    check_model_folder(mtag)
+    if mtag != mtag.upper():
+        raise InteropError(f"MODEL folder {mtag!r} is not upper case: WorldMark's delivery spec makes MODEL the "
+                           f"upper-case model tag ({{domain}}/{{view}}/{{MODEL}}/NNN_AAA.mp4); rename the folder to "
+                           f"{mtag.upper()!r} and import again")
+    return mtag
+
+
 def _delivery_videos(root: Path):
-    """(domain, view, MODEL, image, action, path) for every canonical-layout mp4 under ``root``."""
-    for p in sorted(root.glob("*/*/*/*.mp4")):
-        m = _NAME.match(p.name)
-        domain, view, mtag = p.parts[-4], p.parts[-3], p.parts[-2]
-        if m and domain in ("real", "style") and view in ("first", "third"):
-            yield domain, view, mtag, int(m.group(1)), int(m.group(2)), p
+    """``(domain, view, MODEL, image, action, path, why)`` for every canonical-layout mp4 under ``root``, found without
+    following a link: ``why`` is None for a regular file, else what is wrong (a video, or a domain / view / MODEL folder,
+    that is a symbolic link, FIFO, device, ...: never followed or opened)."""
+
+    def entries(d: Path):
+        with os.scandir(d) as it:
+            return sorted(it, key=lambda e: e.name)
+
+    def bad_dir(p: Path, st) -> str | None:
+        if stat.S_ISLNK(st.st_mode):
+            return (f"{p.relative_to(root)} is a symbolic link (to {_link_target(p)}): a delivery's folders are read "
+                    "only as real folders inside it, never through a link (copy the folder in instead)")
+        return None
+
+    def folder(p: Path):
+        """True for a real folder, False where absent or not a folder, else why it is refused (a link)."""
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return False
+        return bad_dir(p, st) or stat.S_ISDIR(st.st_mode)
+
+    for domain in WORLDMARK_DOMAINS:
+        dd = folder(root / domain)
+        if isinstance(dd, str):
+            yield domain, "", "", 0, 0, root / domain, dd
+        if dd is not True:
+            continue
+        for view in WORLDMARK_VIEWS:
+            vdir = root / domain / view
+            vd = folder(vdir)
+            if isinstance(vd, str):
+                yield domain, view, "", 0, 0, vdir, vd
+            if vd is not True:
+                continue
+            for m in entries(vdir):
+                mp = Path(m.path)
+                why = bad_dir(mp, m.stat(follow_symlinks=False))
+                if why:
+                    yield domain, view, m.name, 0, 0, mp, why
+                    continue
+                if not m.is_dir(follow_symlinks=False):
+                    continue
+                for v in entries(mp):
+                    match = _NAME.match(v.name)
+                    if not match:
+                        continue
+                    vp = Path(v.path)
+                    why = _not_regular(vp, vp.relative_to(root), v.stat(follow_symlinks=False))
+                    yield domain, view, m.name, int(match.group(1)), int(match.group(2)), vp, why
+
+
+def _read_manifest(path: Path) -> dict:
+    """``{video path: row}`` of a delivery's manifest.jsonl (a regular file, UTF-8, one JSON object a line, at most
+    :data:`MAX_MANIFEST_BYTES`); {} where there is none; :class:`InteropError` naming the file (and line) otherwise."""
+    if not os.path.lexists(path):
+        return {}
+    check_regular(path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        raise InteropError(f"{path} could not be opened ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise InteropError(f"{path} is not a regular file")
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise InteropError(f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a delivery manifest")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InteropError(f"{path} is not UTF-8 text (byte {e.start}): fix the manifest or remove it") from None
+    out = {}
+    for n, ln in enumerate(text.splitlines(), 1):
+        if not ln.strip():
+            continue
+        try:
+            r = json.loads(ln)
+        except RecursionError:
+            raise InteropError(f"{path} line {n} is nested too deeply to be a manifest row") from None
+        except ValueError as e:
+            raise InteropError(f"{path} line {n} is not valid JSON ({getattr(e, 'msg', e)}): fix or remove that line") \
+                from None
+        if not isinstance(r, dict) or not isinstance(r.get("video"), str):
+            what = f"a JSON {type(r).__name__}" if not isinstance(r, dict) else "an object without a \"video\" path"
+            raise InteropError(f"{path} line {n} holds {what}, not a manifest row (an object naming its \"video\"): "
+                               "fix or remove that line")
+        out[r["video"]] = r
+    return out
+
+
+def sidecar_dir(delivery: Path, side) -> Path:
+    """The folder ``side`` (a manifest row's ``worldgate.sidecar``) names, confined to the delivery: a relative path
+    without ``..`` whose every existing component is a real folder inside ``delivery``; :class:`InteropError` naming
+    it otherwise. It may be missing (then the video is imported as a foreign one)."""
+    if not isinstance(side, str) or not side.strip() or "\0" in side or "\\" in side:
+        raise InteropError(f"manifest.jsonl names the sidecar {side!r}, which is not a folder path: a sidecar is "
+                           f"{SIDECAR}/<case id> inside the delivery")
+    rel = Path(side)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise InteropError(f"manifest.jsonl names the sidecar {side!r}, which is outside the delivery (an absolute or "
+                           f"'..' path): refused; a sidecar is {SIDECAR}/<case id> inside the delivery")
+    d = delivery
+    for part in rel.parts:
+        d = d / part
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            return delivery.joinpath(*rel.parts)
+        if stat.S_ISLNK(st.st_mode):
+            raise InteropError(f"the sidecar {side!r}: {d.relative_to(delivery)} is a symbolic link (to "
+                               f"{_link_target(d)}): a sidecar is read only as a real folder inside the delivery")
+        if not stat.S_ISDIR(st.st_mode):
+            raise InteropError(f"the sidecar {side!r}: {d.relative_to(delivery)} is {_kind(st.st_mode)}, not a folder")
+    return d
 
 
 def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | None = None,
                      fmt: str = "worldmark") -> ImportResult:
     """Turn a WorldMark delivery into records under ``out`` that ``evaluate`` scores: every video of every MODEL
-    folder, foreign case ids ``{MODEL}-{view}-{domain}-{image:03d}_{action:03d}`` (see the module docstring)."""
+    folder, foreign case ids ``{MODEL}-{view}-{domain}-{image:03d}_{action:03d}`` (see the module docstring). Nothing
+    is read through a link or from outside the delivery: a video (or folder) that is a link, a FIFO or a device, and a
+    sidecar path out of the delivery, fail their video with the reason."""
     _check_format(fmt)
     delivery, out = Path(delivery), Path(out)
     if not delivery.is_dir():
         raise FileNotFoundError(f"delivery folder {delivery} not found")
-    manifest = {}
-    if (delivery / "manifest.jsonl").is_file():
-        for ln in (delivery / "manifest.jsonl").read_text().splitlines():
-            if ln.strip():
-                r = json.loads(ln)
-                if isinstance(r, dict):
-                    manifest[r.get("video")] = r
+    manifest = _read_manifest(delivery / "manifest.jsonl")
     videos = list(_delivery_videos(delivery))
     if not videos:
         raise InteropError(f"{delivery}: no videos in the WorldMark layout {{domain}}/{{view}}/{{MODEL}}/NNN_AAA.mp4")
@@ -222,16 +541,23 @@ def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | 
     res = ImportResult(out=out)
     out.mkdir(parents=True, exist_ok=True)
     taken: dict[str, str] = {}  # case id -> the video it came from in this import
-    for domain, view, mtag, img, aid, path in videos:
-        rel = str(path.relative_to(delivery))
+    for domain, view, mtag, img, aid, path, why in videos:
+        rel = path.relative_to(delivery).as_posix()
+        if why:
+            res.failed[rel] = f"InteropError: {why}"
+            continue
         if mtag not in res.models:
             res.models.append(mtag)
         row = manifest.get(rel, {})
         wg = row.get("worldgate") if isinstance(row.get("worldgate"), dict) else {}
         side = wg.get("sidecar")
         try:
+            check_delivery_model(mtag)
             case_id = wg.get("case_id") or foreign_case_id(mtag, view, domain, img, aid)
+            if not isinstance(case_id, str):
+                raise InteropError(f"manifest.jsonl names the case id {case_id!r} for {rel}, which is not a string")
             record_dir(out, case_id)  # a safe folder name inside out, or an error naming it
+            side_dir = sidecar_dir(delivery, side) if side else None
         except (InteropError, ValueError) as e:
             res.failed[rel] = f"{type(e).__name__}: {e}"
             continue
@@ -244,8 +570,8 @@ def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | 
             res.skipped.append(case_id)
             continue
         try:
-            if side and (delivery / side / "meta.json").is_file():
-                _import_sidecar(delivery / side, path, out, case_id)
+            if side_dir is not None and os.path.lexists(side_dir / "meta.json"):
+                _import_sidecar(side_dir, side, path, rel, out, case_id)
             else:
                 if arena_cases is None:
                     arena_cases = _arena_cases(arena)
@@ -256,27 +582,40 @@ def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | 
     return res
 
 
-def _import_sidecar(side: Path, video: Path, out: Path, case_id: str) -> None:
-    meta = json.loads((side / "meta.json").read_text())
-    want = (meta.get("files") or {}).get("video.mp4", {}).get("sha256")
-    if want and sha256_file(video) != want:
-        raise InteropError(f"{video}: content differs from the exported record (sha256 mismatch)")
+def _import_sidecar(side: Path, shown: str, video: Path, rel: str, out: Path, case_id: str) -> None:
+    """The record exported with ``video``, from its sidecar folder ``side`` (regular files only, nothing followed,
+    sizes bounded): the video must be the one the record's meta.json recorded (sha256)."""
+    try:
+        meta = read_record_json(side / "meta.json")
+    except RecordError as e:
+        raise InteropError(f"the sidecar {shown}: {e}") from None
+    if not isinstance(meta, dict):
+        raise InteropError(f"the sidecar {shown}: meta.json holds a JSON {type(meta).__name__}, not an object")
+    want = ((meta.get("files") or {}).get("video.mp4") or {}).get("sha256")
+    if os.path.lexists(side / "video.mp4"):
+        raise InteropError(f"the sidecar {shown} holds a video.mp4: the record's video is the delivery's {rel}; "
+                           "remove it from the sidecar")
     rec = RecordWriter(out, case_id)
     try:
-        shutil.copy2(video, rec.path("video.mp4"))
-        for item in side.iterdir():
-            if item.name == "meta.json":
-                continue
-            if item.is_dir():
-                shutil.copytree(item, rec.path(item.name))
-            else:
-                shutil.copy2(item, rec.path(item.name))
+        copy_regular(video, rec.path("video.mp4"), rel, MAX_VIDEO_BYTES)
+        if want and _sha256(rec.path("video.mp4")) != want:
+            raise InteropError(f"{video}: content differs from the exported record (sha256 mismatch)")
+        copy_tree_regular(side, rec.tmp, shown, skip={"meta.json"})
         for k in ("files", "complete", "record_format"):
             meta.pop(k, None)
         rec.commit(meta)
     except BaseException:
         rec.abort()
         raise
+
+
+def _sha256(path: Path) -> str:
+    """The sha256 of a file this process just wrote (its own copy: nothing to refuse)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
 
 
 def load_arena_cases(arena) -> dict:
@@ -349,6 +688,7 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
     where given, key boundaries by :func:`key_boundaries`); ``extra_meta`` is merged into its meta.json; ``info``: the
     video's :func:`probe_video` result where the caller has it (else it is measured here)."""
     row = row or {}
+    check_regular(video)  # never probed or copied through a link, from a FIFO or a device
     view, domain, img, aid = key
     if aid not in library.WORLDMARK_PROTOCOL:
         raise InteropError(f"{video.name}: action id {aid} is not in the WorldMark protocol (1..15)")
@@ -379,7 +719,7 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
         poses = traj.poses(ach.fps, ach.frames)
     rec = RecordWriter(out, case_id)
     try:
-        shutil.copy2(video, rec.path("video.mp4"))
+        copy_regular(video, rec.path("video.mp4"), video, MAX_VIDEO_BYTES)
         np.save(rec.path("poses.npy"), poses, allow_pickle=False)
         tj = trajectory_json(case, plan)
         for ph in tj["phases"]:  # phases follow the key ranges, not nominal seconds

@@ -317,6 +317,7 @@ def test_report_media_never_follow_links_out_of_a_run(tiny, tmp_path, caplog):
     samples = _samples(run)
     a, b = samples[0]["case"], samples[1]["case"]
     shutil.copytree(run / b, outside)
+    shutil.copy(run / a / "video.mp4", tmp_path / "a-video.mp4")
     (run / a / "video.mp4").unlink()
     (run / a / "video.mp4").symlink_to(secret)  # a video linked to a text file outside the run
     shutil.rmtree(run / b)
@@ -348,7 +349,7 @@ def test_report_media_never_follow_links_out_of_a_run(tiny, tmp_path, caplog):
             assert b"TOP-SECRET" not in p.read_bytes(), p
     # a later report replaces what media/ held (a planted link, a stale video) instead of keeping it
     (run / a / "video.mp4").unlink()
-    shutil.copy(run / "inside" / "video.mp4", run / a / "video.mp4")
+    shutil.copy(tmp_path / "a-video.mp4", run / a / "video.mp4")  # the record's own video (meta.json's sha256)
     dst = out / data["cases"]["inside"]["runs"]["linky"]["video"]
     stale = dst.parent / f"{a}.mp4"
     stale.symlink_to(secret)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -12,7 +12,7 @@ from pathlib import Path
 from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError, get_info, list_models
 from worldgate.build_suite.cli import add_parser as add_build_suite_parser
 from worldgate.evaluate.metrics import metric_info
-from worldgate.evaluate.report import write_report
+from worldgate.evaluate.report import read_results, write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
 from worldgate.evaluate.worldmark.imported import import_worldmark_results, is_results_root
 from worldgate.evaluate.worldmark.results_tree import write_worldmark_results
@@ -20,7 +20,7 @@ from worldgate.experiments.context import compare_context
 from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
 from worldgate.generate.interop import export_worldmark, import_worldmark, load_arena_cases
-from worldgate.generate.runner import parse_model_args, run_generate
+from worldgate.generate.runner import check_out, parse_model_args, run_generate
 from worldgate.trajectories.core import GRAMMAR, TrajectoryError
 from worldgate.trajectories.library import describe
 from worldgate.trajectories.suites import SUITE_HELP, SuiteError
@@ -80,7 +80,14 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
 
 
+def _out(a: argparse.Namespace) -> None:
+    """``--out`` checked before any work (generate's rule, ``check_out``): a file there, or above it, is an error."""
+    if getattr(a, "out", None):
+        check_out(Path(a.out))
+
+
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    _out(a)
     rank, world = dist.rank_world()
     if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
         if not a.rescore:
@@ -168,6 +175,7 @@ def cmd_compare_context(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
+    _out(a)
     written = write_report(a.runs, a.out)
     for what, name in written.items():
         print(f"{what:>18}: {Path(a.out) / name}")
@@ -175,24 +183,30 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    _out(a)
     r = export_worldmark(a.run, a.out, tag=a.model_tag, fmt=a.format)
     print(f"exported {len(r.exported)} records to {r.out} ({len(r.skipped)} skipped)")
     for k, why in sorted(r.skipped.items()):
         print(f"  skipped {k}: {why}")
     if r.exported:  # WorldMark's results tree (what WORLDMARK_RESULTS points at) from the run's cached features
         scored = Path(a.run) / "results.json"
-        if not scored.is_file():
+        if not os.path.lexists(scored):
             print(f"  no results/ tree: score the run first (`worldgate evaluate {a.run}`), then export again")
         else:
-            backend = (json.loads(scored.read_text()).get("config") or {}).get("backend", "classical")
+            backend = (read_results(Path(a.run)).get("config") or {}).get("backend", "classical")
             tag = a.model_tag or r.tag
-            splits = write_worldmark_results(a.run, Path(a.out) / "results", model=tag, backend=backend)
+            left_out: dict[str, str] = {}
+            splits = write_worldmark_results(a.run, Path(a.out) / "results", model=tag, backend=backend,
+                                             skipped=left_out)
             print(f"  WorldMark results tree ({backend} backend) for {', '.join(sorted(splits))} in "
                   f"{Path(a.out) / 'results'}: WORLDMARK_RESULTS=that EVAL_SUFFIX=<split> python final_master.py")
+            for k, why in sorted(left_out.items()):
+                print(f"  not in the results tree: {k}: {why}")
     return 0 if r.exported else 1
 
 
 def cmd_import(a: argparse.Namespace) -> int:
+    _out(a)
     if is_results_root(a.delivery):  # a WorldMark results root (what WORLDMARK_RESULTS points at)
         arena = load_arena_cases(a.arena) if a.arena else None
         r = import_worldmark_results(a.delivery, a.out, videos=a.videos, arena_cases=arena, commit=a.worldmark_commit)
@@ -272,8 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=cmd_export)
     im = sub.add_parser("import", help="turn a benchmark delivery into records that `evaluate` scores, or a WorldMark "
                                        "results root into runs labelled imported")
-    im.add_argument("delivery", help="a WorldMark delivery ({domain}/{view}/{MODEL}/NNN_AAA.mp4: every MODEL folder "
-                                     "into one run, case ids {MODEL}-{view}-{domain}-NNN_AAA) or a results root "
+    im.add_argument("delivery", help="a WorldMark delivery ({domain}/{view}/{MODEL}/NNN_AAA.mp4, MODEL in upper case "
+                                     "as WorldMark's spec asks: every MODEL folder into one run, case ids "
+                                     "{MODEL}-{view}-{domain}-NNN_AAA) or a results root "
                                      "(results_flow_<split>/ ...: one run OUT/imported-<MODEL> per MODEL)")
     im.add_argument("--format", default="worldmark", choices=["worldmark"])
     im.add_argument("--out", required=True, help="run folder to write records into (results root: the folder of "
@@ -304,9 +319,37 @@ def build_parser() -> argparse.ArgumentParser:
 #:   FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ...);
 #: - anything else is a bug in worldgate: one line ``error: internal error ...`` and exit status 70 (EX_SOFTWARE),
 #:   or with -v the full traceback (-v also prints the traceback of an input error, above its line);
-#: - Ctrl-C exits 130 with ``interrupted``. argparse's own usage errors exit 2 as usual.
+#: - Ctrl-C exits 130 with ``interrupted``. argparse's own usage errors exit 2 as usual;
+#: - a reader that goes away (``worldgate export ... | head -1``) ends the command quietly, exit status 141 (128 +
+#:   SIGPIPE, what a shell reports for a command killed by a broken pipe, so ``set -o pipefail`` still sees the output
+#:   was cut short rather than a success); nothing is printed, as the reader is gone (see _broken_pipe).
 INPUT_ERRORS = (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, RecursionError, OSError)
-EXIT_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 2, 70, 130
+EXIT_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it): a BrokenPipeError from another
+    pipe is not the quiet case."""
+    try:
+        import select
+
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError, ImportError):  # no poll (Windows) or no descriptor: assume it is
+        return True
+
+
+def _broken_pipe() -> int:
+    """The standard recipe (Python's signal docs, "Note on SIGPIPE"): point stdout at /dev/null so the interpreter's
+    final flush of what is still buffered cannot fail again ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file descriptor (an embedding, a test capture)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 def _message(e: BaseException) -> str:
@@ -323,7 +366,16 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.fn(args) or 0)
+        rc = int(args.fn(args) or 0)
+        sys.stdout.flush()  # a reader gone away shows here, inside the try, not at interpreter exit
+        return rc
+    except BrokenPipeError as e:  # before INPUT_ERRORS: an OSError, but the reader of stdout leaving is no error
+        if _stdout_gone():
+            return _broken_pipe()
+        if verbose:  # a pipe of something else (a model's subprocess): an input error like any OSError
+            traceback.print_exc()
+        print(f"error: {_message(e)}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

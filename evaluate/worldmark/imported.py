@@ -36,7 +36,9 @@ What is written, one run per MODEL (a root usually holds many models; a leaderbo
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,16 +99,32 @@ def _split_tags(sfx: str) -> dict:
     return {"domain": m.group(1), "view": m.group(2)} if m else {}
 
 
+def _regular_below(root: Path, parts: tuple) -> bool:
+    """Whether ``root/parts...`` is a regular file reached through real folders only (nothing below ``root`` is a
+    symbolic link: a video is never followed out of the video root; a FIFO or device is never opened)."""
+    p = root
+    for k, part in enumerate(parts):
+        p = p / part
+        try:
+            st = os.lstat(p)
+        except OSError:
+            return False
+        last = k == len(parts) - 1
+        if not (stat.S_ISREG(st.st_mode) if last else stat.S_ISDIR(st.st_mode)):  # a link is neither
+            return False
+    return True
+
+
 def _video_path(videos: Path, sfx: str, model: str, stem: str, n_splits: int) -> Path | None:
     t = _split_tags(sfx)
+    cands = []
     if t:
-        p = videos / t["domain"] / t["view"] / model / f"{stem}.mp4"
-        if p.is_file() and not p.is_symlink():
-            return p
+        cands.append((t["domain"], t["view"], model, f"{stem}.mp4"))
     if n_splits == 1:  # WorldMark's own layout has no split level: only unambiguous for one split
-        p = videos / model / f"{stem}.mp4"
-        if p.is_file() and not p.is_symlink():
-            return p
+        cands.append((model, f"{stem}.mp4"))
+    for parts in cands:
+        if _regular_below(videos, parts):
+            return videos.joinpath(*parts)
     return None
 
 

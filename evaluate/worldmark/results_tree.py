@@ -10,22 +10,53 @@ for that split as ``results_quality{sfx}/worldgate_master.csv`` in ``final_maste
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from pathlib import Path
 
 from worldgate.generate.records import candidate_records, read_meta, record_views
 
 from .. import metrics as M
-from ..features import FeatureCache, compute_features, open_record, scoring_view
+from ..features import FeatureCache, FeatureError, MissingFeature, compute_features, open_record, scoring_view
 from .benchmark import BENCHMARK, _entries, collect, qa_entries, table_config
 from .flow_eval import save_flow_cache
 from .master import master_csv, master_rows, result_dirs, write_results_tree
 
+log = logging.getLogger("worldgate.export")
+
+
+class ResultsTreeError(ValueError):
+    """The results tree cannot be written: the run's features are not cached, or the tree's folder holds a link."""
+
+
+def check_tree_root(root: Path) -> None:
+    """``root`` (where the tree goes) must be a real folder (or absent) holding only real folders and regular files:
+    the tree is never written through a symbolic link (:class:`ResultsTreeError` naming it)."""
+    root = Path(root)
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return
+    paths = [root]
+    if stat.S_ISDIR(st.st_mode):
+        for d, dirs, files in os.walk(root):  # never follows a link (followlinks=False)
+            paths += [Path(d, n) for n in dirs + files]
+    for p in paths:
+        m = os.lstat(p).st_mode
+        if stat.S_ISLNK(m) or not (stat.S_ISDIR(m) or stat.S_ISREG(m)) or (p == root and not stat.S_ISDIR(m)):
+            what = f"a symbolic link (to {os.readlink(p)})" if stat.S_ISLNK(m) else "not a folder or regular file"
+            raise ResultsTreeError(f"{p} is {what}: the WorldMark results tree is written only into real folders; "
+                                   f"remove it (or give another --out) and export again")
+
 
 def write_worldmark_results(run: str | Path, root: str | Path, model: str, backend: str = "classical",
-                            params: dict | None = None) -> dict[str, str]:
-    """Write the tree under ``root`` for every one-view record of ``run`` WorldMark scores; returns {suffix: dir}."""
+                            params: dict | None = None, skipped: dict | None = None) -> dict[str, str]:
+    """Write the tree under ``root`` for every one-view record of ``run`` WorldMark scores; returns {suffix: dir}.
+    Features come only from the run's cache: one that is not cached is a :class:`ResultsTreeError` saying to run
+    ``evaluate`` first; a record that cannot be read is left out, its reason in ``skipped`` (and logged)."""
     run, root = Path(run), Path(root)
+    check_tree_root(root)
     P = M.params(params)
     cache = FeatureCache(run / ".features")
     exs = M.extractors(backend)
@@ -34,8 +65,18 @@ def write_worldmark_results(run: str | Path, root: str | Path, model: str, backe
         meta = read_meta(folder)
         if not meta or len(record_views(meta)) != 1:
             continue
-        rec = open_record(folder)
-        feats, _ = compute_features(rec, exs, cache, rescore=True)
+        try:
+            rec = open_record(folder)
+            feats, _ = compute_features(rec, exs, cache, rescore=True)
+        except MissingFeature as e:
+            flag = "" if backend == "classical" else f" --backend {backend}"
+            raise ResultsTreeError(f"no WorldMark results tree: the run's cached features are missing ({e}); score "
+                                   f"the run with `worldgate evaluate {run}{flag}`, then export again") from None
+        except FeatureError as e:
+            log.warning("results tree: skipped %s: %s", folder.name, e)
+            if skipped is not None:
+                skipped[folder.name] = str(e)
+            continue
         it = collect(feats, scoring_view(rec), backend, P)
         if it and it.get("frec") is not None:
             it = dict(it, model=model)
@@ -59,4 +100,4 @@ def write_worldmark_results(run: str | Path, root: str | Path, model: str, backe
     return written
 
 
-__all__ = ["write_worldmark_results", "BENCHMARK"]
+__all__ = ["BENCHMARK", "ResultsTreeError", "check_tree_root", "write_worldmark_results"]
