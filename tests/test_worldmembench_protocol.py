@@ -47,6 +47,11 @@ def test_rotation_rpe_is_accumulated_error_over_accumulated_commanded_angle():
     two = camera_following({"poses": _pose_feature(YAW, gain=1.1, gap=2)}, rec)["camera_rpe_rot"]
     assert two.detail["step_frames"] == 2 and two.detail["estimator"] == "classical (poses)"
     assert two.value == pytest.approx(0.1, abs=1e-5)
+    # a translating path: classical poses give no translation RPE (they do not resolve it per adjacent step)
+    moving = _c2w(YAW)
+    moving[:, 2, 3] = np.linspace(0.0, 1.0, len(YAW))
+    tr = camera_following({"camera_poses": _pose_feature(YAW)}, {**rec, "poses": moving})["camera_rpe_trans"]
+    assert tr.value is None and "learned pose estimator" in tr.reason
 
 
 def test_environment_visible_needs_the_estimated_orientation():
