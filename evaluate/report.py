@@ -48,7 +48,7 @@ import numpy as np
 from worldgate.generate.record_files import _kind, _link_target
 
 from .csv_cells import write_csv
-from .metrics import METRIC_INFO, WORLDMARK_COLUMNS
+from .metrics import METRIC_INFO, WORLDMARK_COLUMNS, benchmarks
 from .report_html import ReportError, _esc, write_html
 
 # WorldMemBench groups (METRICS.md); ids not produced by any run are left out of the table
@@ -418,6 +418,11 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     md, rows = table(runs, WORLDMARK_COLUMNS, "WorldMark", {"overall": _overall})
+    wm = next((b for b in benchmarks() if b.name == "worldmark"), None)
+    notes = [(r["name"], wm.summary(r["results"])) for r in runs] if wm is not None and wm.summary else []
+    if any(n for _, n in notes):  # beside the table: which WorldMark it is, and every deviation from it
+        md += "\n" + "\n".join(f"- {_md_cell(name)}: " + "; ".join(_md_cell(x.strip()) for x in n.splitlines())
+                                for name, n in notes if n) + "\n"
     (out / "worldmark.md").write_text(md)
     write_csv(out / "worldmark.csv", rows)
     written["worldmark"] = "worldmark.md"

@@ -101,7 +101,7 @@ def test_worldmarks_options_are_shown_beside_the_table(run, capsys):
     with the backend's perception deviations; the options are in results.json too."""
     from worldgate.evaluate.runner import run_evaluate
 
-    assert run_evaluate([str(run)], rescore=True, progress=False) == 0
+    assert run_evaluate([str(run)], progress=False) == 0
     out = capsys.readouterr().out
     assert "WorldMark's scoring at 26f33a81: its quirks as published (no deviation option on: " in out
     assert "backend deviation: flow: OpenCV DIS" in out
@@ -110,6 +110,10 @@ def test_worldmarks_options_are_shown_beside_the_table(run, capsys):
     assert "options deviating from it: wm_time_base_real_fps=1 (time constants on the record's fps" in out
     res = json.loads((run / "results.json").read_text())
     assert res["worldmark"]["options"] == {"wm_time_base_real_fps": 1, "wm_flow_full_scale": 0}
+    assert main(["evaluate", str(run), "--rescore", "--no-progress", "--param", "wm_flow_full_scale=1"]) == 0
+    assert "options deviating from it: wm_flow_full_scale=1" in capsys.readouterr().out
+    assert main(["evaluate", str(run), "--rescore", "--no-progress", "--param", "wm_flow_full=1"]) == 2
+    assert "Did you mean 'wm_flow_full_scale'" in capsys.readouterr().err
     assert run_evaluate([str(run)], rescore=True, progress=False) == 0  # the module's later tests see the defaults
 
 

@@ -69,6 +69,9 @@ def test_tables_match_results_and_mark_ranks(runs, tmp_path):
     col = 3 + header[2:].index("direction_accuracy_rot")  # split("|"): "", model, records, metrics...
     assert line["engine-flipyaw"].split("|")[col].strip().endswith("▼")
     assert line["engine"].split("|")[col].strip().startswith("**")
+    # beside the table: the WorldMark scoring reproduced and its deviations, per run
+    note = next(ln for ln in md.splitlines() if ln.startswith("- engine:"))
+    assert "26f33a81" in note and "quirks as published" in note and "backend deviation" in note, note
     assert "WorldMemBench — camera following" in (out / "worldmembench.md").read_text()
     assert "no run has any of these metrics" in (out / "multiworldbench.md").read_text()
     for png in ("profile.png", "distributions.png", "context.png"):

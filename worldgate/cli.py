@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import traceback
@@ -78,6 +79,27 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
                                                      "from the local cache; without it the judged metrics are "
                                                      "unavailable and only the measured probe, a proxy, is reported)")
     p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a threshold or option of a benchmark's PARAMS (worldgate.evaluate.metrics.params()), e.g. "
+                        "WorldMark's deviations wm_time_base_real_fps=1 or wm_flow_full_scale=1 (repeatable; "
+                        "recorded in results.json and shown beside the table)")
+
+
+def _params(specs: list[str]) -> dict | None:
+    """``--param NAME=VALUE`` pairs as numbers; an unknown name gets evaluate's did-you-mean error."""
+    out = {}
+    for spec in specs or ():
+        name, sep, value = spec.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--param {spec!r}: expected NAME=VALUE (e.g. wm_time_base_real_fps=1)")
+        try:
+            v = float(value)
+        except ValueError:
+            raise ValueError(f"--param {spec!r}: the value must be a number") from None
+        if not math.isfinite(v):
+            raise ValueError(f"--param {spec!r}: the value must be a finite number")
+        out[name.strip()] = int(v) if v.is_integer() and "." not in value and "e" not in value.lower() else v
+    return out or None
 
 
 def _out(a: argparse.Namespace) -> None:
@@ -96,8 +118,9 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         dist.barrier("evaluate-features", Path(a.runs[0]))
         if rank != 0:
             return 0
+    params = _params(a.param)
     return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
-                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device)
+                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device, params=params)
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
@@ -155,7 +178,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 def cmd_validate(a: argparse.Namespace) -> int:
     res = run_validation(Path(a.out), seconds=a.seconds, size=a.size, backend=a.backend, progress=not a.no_progress,
-                         multiworld=not a.no_multiworld, multiworld_limit=a.multiworld_limit)
+                         multiworld=not a.no_multiworld, multiworld_limit=a.multiworld_limit,
+                         worldmembench=not a.no_worldmembench)
     md = markdown(res)
     print(md)
     if a.docs:
@@ -259,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--backend", default="classical", choices=["classical", "learned"])
     v.add_argument("--docs", help="write the Markdown table here (e.g. docs/metric-validation.md)")
     v.add_argument("--no-multiworld", action="store_true", help="skip the two-player (MultiWorldBench) faults")
+    v.add_argument("--no-worldmembench", action="store_true", help="skip the WorldMemBench memory faults")
     v.add_argument("--multiworld-limit", type=int, help="MultiWorldBench cases per two-player model (default: 20)")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(fn=cmd_validate)
