@@ -373,3 +373,27 @@ def test_results_root_videos_are_not_followed_through_links(scored, tmp_path):
     with deadline():
         r = import_worldmark_results(dl / "results", tmp_path / "imp", videos=dl)
     assert r.records["ENGINE"] == 0 and len(r.missing_videos) == 2, (r.records, r.missing_videos)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+def test_a_fifo_in_a_results_root_is_an_error_not_a_hang(tmp_path):
+    """read_results_tree reads regular files only, bounded: a FIFO shard (or a link to /dev/zero) in a WorldMark
+    results root hung `worldgate import`; a shard that is a JSON list is named too."""
+    import subprocess
+    import sys
+
+    from worldgate.evaluate.worldmark.master import read_results_tree, result_dirs
+
+    d = result_dirs(str(tmp_path), "_real_first")
+    for k in ("flow", "consistency", "c3", "quality"):
+        os.makedirs(d[k], exist_ok=True)
+    os.mkfifo(os.path.join(d["consistency"], "c1c2_v2_c1new_shard0of1.json"))
+    code = ("import sys\nfrom worldgate.evaluate.worldmark.master import read_results_tree\n"
+            "try:\n    read_results_tree(sys.argv[1], '_real_first')\nexcept ValueError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert "c1c2_v2_c1new_shard0of1.json" in r.stdout and "FIFO" in r.stdout, (r.stdout, r.stderr)
+    os.unlink(os.path.join(d["consistency"], "c1c2_v2_c1new_shard0of1.json"))
+    with open(os.path.join(d["c3"], "omega_c3_1s_shard0of1.json"), "w") as f:
+        f.write("[1, 2]")
+    with pytest.raises(ValueError, match="a JSON list, not an object"):
+        read_results_tree(str(tmp_path), "_real_first")

@@ -17,6 +17,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from worldgate.generate.record_files import RecordError, read_record_json
+
 from .consistency import REVISIT_TRANS, MemoryConfig, c1_entry, c2_entry, split_delta
 from .flow_eval import KEY_FAMILY, flow_record
 
@@ -236,22 +238,33 @@ def result_dirs(root, suffix=""):
             "c3": f"{root}/results_c3_vggt{suffix}"}
 
 
+#: the largest results-tree JSON read (a stage's shard over a whole split: WorldMark's are a few MB)
+RESULTS_JSON_BYTES = 256 << 20
+
+
 def read_results_tree(root, suffix=""):
     """Load what fm loads: every *.json directly in results_flow{sfx} (fm:8), qalign_shard*.json (fm:22),
     omega_c3_1s_shard*.json (fm:26), c1c2_v2_c1new_shard*.json (fm:32), c1c2_v2_c2fix_shard*.json (fm:37);
     shard dicts merged with dict.update in glob order."""
     d = result_dirs(root, suffix)
 
+    def load(f, kind=None):  # a regular file only, bounded (a FIFO or a /dev/zero link in a results root hung import)
+        try:
+            v = read_record_json(f, RESULTS_JSON_BYTES)
+        except (RecordError, OSError) as e:
+            raise RecordError(f"results root file {f}: {e}") from None
+        if kind is not None and not isinstance(v, kind):
+            raise RecordError(f"results root file {f}: a JSON {type(v).__name__}, not an object as WorldMark writes")
+        return v
+
     def merged(pat):
         out = {}
         for f in glob.glob(pat):
-            with open(f) as fh:
-                out.update(json.load(fh))
+            out.update(load(f, dict))
         return out
     flow = []
     for f in glob.glob(f"{d['flow']}/*.json"):
-        with open(f) as fh:
-            flow.append(json.load(fh))
+        flow.append(load(f))
     return (flow, merged(f"{d['consistency']}/c1c2_v2_c1new_shard*.json"),
             merged(f"{d['consistency']}/c1c2_v2_c2fix_shard*.json"),
             merged(f"{d['c3']}/omega_c3_1s_shard*.json"), merged(f"{d['quality']}/qalign_shard*.json"))
