@@ -73,6 +73,21 @@ def test_suite_has_the_papers_counts_and_a_small_default():
     assert Counter((c.tags["scene"], c.visibility) for c in nav) == {(s, v): 10 for s in range(6) for v in T.VISIBILITY}
 
 
+def test_suite_task_selects_one_tasks_cases(tmp_path, capsys):
+    """`suite.task=matched_navigation` selects that task's cases (ids unchanged); an unknown task is a did-you-mean
+    error (a researcher had no way to run only the navigation cases short of --full --limit 10)."""
+    full = load_suite("multiworldbench-engine", full=True)
+    nav = load_suite("multiworldbench-engine", full=True, task="matched_navigation")
+    assert [c.id for c in nav] == [c.id for c in full if c.task == "matched_navigation"] and len(nav) == 180
+    both = load_suite("multiworldbench-engine", task="persistence,delayed_revisit")
+    assert {c.task for c in both} == {"persistence", "delayed_revisit"}
+    assert main(["generate", "--model", "engine-2p", "--suite", "multiworldbench-engine", "--dry-run", "--limit", "2",
+                 "suite.task=matched_navigation", "--out", str(tmp_path / "dry")]) == 0
+    assert main(["generate", "--model", "engine-2p", "--suite", "multiworldbench-engine", "--dry-run",
+                 "suite.task=navigation", "--out", str(tmp_path / "dry2")]) == 2
+    assert "Did you mean 'matched_navigation'" in capsys.readouterr().err
+
+
 def test_matched_navigation_has_reference_repetitions_and_treatments_per_role():
     c = next(c for c in load_suite("multiworldbench-engine", full=True) if c.checks["key"] == "WL")
     n = T.frame_of(c.duration, T.FPS)

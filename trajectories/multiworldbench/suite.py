@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from ..registry import did_you_mean
 from ..suites import ENGINE_IMAGE_SIZE, Case, SuiteError, engine_intrinsics
 from .world import (
     ARENA_M,
@@ -430,8 +431,18 @@ def _delayed_revisit(bld: _Builder, n: int) -> None:
                 f"after 70 idle frames with the {lm} outside both views player {ret} turns to it.")
 
 
-def multiworldbench_engine_suite(full: bool = False, seed: int = 0, **_) -> list[Case]:
-    """The seven MultiWorldBench task suites on Engine scenes (495 cases with ``full``; 20 by default)."""
+def multiworldbench_engine_suite(full: bool = False, seed: int = 0, task: str = "", **_) -> list[Case]:
+    """The seven MultiWorldBench task suites on Engine scenes (495 cases with ``full``; 20 by default); ``task``:
+    only the cases of these tasks (comma-separated, e.g. ``suite.task=matched_navigation``), ids unchanged."""
+    wanted = [t.strip() for t in str(task).split(",") if t.strip()]
+    for t in wanted:
+        if t not in TASKS:
+            raise did_you_mean("multiworldbench-engine task (suite.task)", t, TASKS)
+    cases = _build(full, seed)
+    return [c for c in cases if c.task in wanted] if wanted else cases
+
+
+def _build(full: bool, seed: int) -> list[Case]:
     counts = TASK_COUNTS if full else SUBSET_COUNTS
     bld = _Builder(seed)
     for task, fn in (("matched_navigation", _matched_navigation), ("cross_view_motion", _cross_view_motion),
