@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from enum import Enum
 from typing import Iterable, Sequence
 
@@ -150,6 +151,16 @@ class Segment:
             ) from None
         _check_edge_seconds(seg.seconds, f"segment {short_repr(d)}")
         return seg
+
+
+def unknown_key(d: dict, allowed: Sequence[str], what: str, owner: str) -> str | None:
+    """The error text for the first key of ``d`` not in ``allowed`` (with a did-you-mean), or None."""
+    unknown = sorted(str(k) for k in d if k not in allowed)
+    if not unknown:
+        return None
+    close = get_close_matches(unknown[0], allowed, n=1, cutoff=0.5)
+    return (f"unknown {what} {short_repr(unknown[0], 40)}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; {owner} takes {', '.join(allowed)}")
 
 
 def short_repr(x, n: int = 80) -> str:
@@ -314,14 +325,9 @@ class Trajectory:
     def from_dict(cls, d: dict) -> "Trajectory":
         if not isinstance(d, dict):
             raise TrajectoryError(f"a trajectory dict is an object, got {type(d).__name__}")
-        unknown = sorted(str(k) for k in d if k not in TRAJECTORY_KEYS)
-        if unknown:  # a typo ("sped_mps") would silently run the default
-            from difflib import get_close_matches
-
-            close = get_close_matches(unknown[0], TRAJECTORY_KEYS, n=1, cutoff=0.5)
-            raise TrajectoryError(f"unknown trajectory key {short_repr(unknown[0], 40)}"
-                                  + (f" (did you mean {close[0]!r}?)" if close else "")
-                                  + f"; a trajectory dict takes {', '.join(TRAJECTORY_KEYS)}")
+        why = unknown_key(d, TRAJECTORY_KEYS, "trajectory key", "a trajectory dict")
+        if why:  # a typo ("sped_mps") would silently run the default
+            raise TrajectoryError(why)
         segs = d.get("segments")
         if segs is None:
             if not isinstance(d.get("text"), str):

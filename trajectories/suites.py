@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import library
-from .core import Trajectory, TrajectoryError, short_repr
+from .core import Trajectory, TrajectoryError, short_repr, unknown_key
 from .registry import Registry
 
 #: the keys of a case object (``Case.to_dict`` writes all of them)
@@ -146,14 +146,9 @@ class Case:
         cid = d.get("id")
         check_case_id(cid)
         check_depth(d, f"case {cid!r}")
-        unknown = sorted(str(k) for k in d if k not in CASE_KEYS)
-        if unknown:  # a typo ("intrinsic") would silently run the default
-            from difflib import get_close_matches
-
-            close = get_close_matches(unknown[0], CASE_KEYS, n=1, cutoff=0.5)
-            raise SuiteError(f"case {cid!r}: unknown key {short_repr(unknown[0], 40)}"
-                             + (f" (did you mean {close[0]!r}?)" if close else "")
-                             + f"; a case takes {', '.join(CASE_KEYS)}")
+        why = unknown_key(d, CASE_KEYS, "key", "a case")
+        if why:  # a typo ("intrinsic") would silently run the default
+            raise SuiteError(f"case {cid!r}: {why}")
         try:
             traj = library.resolve(d["trajectory"])
         except TrajectoryError as e:
