@@ -17,7 +17,7 @@ from PIL import Image
 from worldgate import prompts
 
 from .given import GivenError, check_checklist
-from .models import StepError
+from .models import StepError, ask_strictly
 
 PROMPT_DIR = Path(prompts.__file__).resolve().parent / "worldmembench" / "build"
 PROMPT_NAME = "generate_checklist"
@@ -83,16 +83,9 @@ def parse_checklist(text: str) -> dict:
 def generate_checklist(vlm, image: Image.Image, target: str, event: str | None = None, seed: int = 0) -> dict:
     """One checklist for the event target ``target`` of ``image``: greedy first, one sampled retry, then a StepError
     quoting both problems. Returns ``{"value": item, "raw": answers, "retried": bool}``."""
-    prompt = render(target, event)
-    tries, errors = [], []
-    for attempt in range(2):
-        raw = vlm.ask(image, prompt, CHECKLIST_TOKENS, sample=attempt > 0, seed=seed + attempt)
-        tries.append(raw)
-        try:
-            item = parse_checklist(str(raw))
-        except ChecklistAnswerError as e:
-            errors.append(str(e))
-            continue
-        return {"value": item, "raw": tries, "retried": attempt > 0}
-    raise StepError(f"checklist for {target!r}: no valid answer after one retry: {'; '.join(errors)} (expected one "
+    got = ask_strictly(vlm, image, render(target, event), CHECKLIST_TOKENS, parse_checklist, ChecklistAnswerError,
+                       seed)
+    if isinstance(got, dict):
+        return got
+    raise StepError(f"checklist for {target!r}: no valid answer after one retry: {'; '.join(got[1])} (expected one "
                     f"JSON object with keys {list(KEYS)}, see {PROMPT_FILE})")

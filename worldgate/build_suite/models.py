@@ -79,21 +79,30 @@ def caption(vlm, image: Image.Image, prompt_name: str = "caption_scene", seed: i
     raise StepError(f"{prompt_name}: the VLM answered nothing twice ({tries!r})")
 
 
+def ask_strictly(vlm, image: Image.Image, prompt: str, max_tokens: int, parse, refused, seed: int = 0):
+    """Ask, parse strictly; an answer ``parse`` refuses (raising ``refused``) is asked once more, sampled (greedy
+    decoding would repeat itself). Returns ``{"value", "raw": answers, "retried"}``, or ``(None, errors)`` when
+    both answers were refused (the caller's StepError quotes them): never a repaired or guessed answer."""
+    tries, errors = [], []
+    for attempt in range(2):
+        raw = vlm.ask(image, prompt, max_tokens, sample=attempt > 0, seed=seed + attempt)
+        tries.append(raw)
+        try:
+            value = parse(str(raw))
+        except refused as e:
+            errors.append(str(e))
+            continue
+        return {"value": value, "raw": tries, "retried": attempt > 0}
+    return None, errors
+
+
 def select_actions(vlm, image: Image.Image, seed: int = 0) -> dict:
     """WorldMark's action-selection prompt, verbatim; the answer must be five distinct ids 1-15 ("1, 2, 3, 4, 5").
     Anything else is retried once (sampled: greedy decoding would repeat itself), then a StepError with both answers."""
-    prompt = load_prompt("select_actions")
-    tries, errors = [], []
-    for attempt in range(2):
-        raw = vlm.ask(image, prompt, ACTION_TOKENS, sample=attempt > 0, seed=seed + attempt)
-        tries.append(raw)
-        try:
-            ids = parse_action_ids(str(raw))
-        except AnswerError as e:
-            errors.append(str(e))
-            continue
-        return {"value": ids, "raw": tries, "retried": attempt > 0}
-    raise StepError(f"action selection: no valid answer after one retry: {'; '.join(errors)} (expected five distinct "
+    got = ask_strictly(vlm, image, load_prompt("select_actions"), ACTION_TOKENS, parse_action_ids, AnswerError, seed)
+    if isinstance(got, dict):
+        return got
+    raise StepError(f"action selection: no valid answer after one retry: {'; '.join(got[1])} (expected five distinct "
                     f"ids from 1-15 as '{format_action_ids([1, 2, 3, 4, 5])}')")
 
 
