@@ -173,7 +173,7 @@ def test_w2c_to_c2w_round_trip_and_the_chain_camera_following_reads(gap):
     assert list(frames) == list(np.arange(m + 1) * gap)
     assert np.allclose(est, np.linalg.inv(c2w[0]) @ c2w, atol=1e-9)  # DA3's poses, relative to its first frame
     # scored against the commanded poses those estimates came from: no error at all
-    s = camera_following({"camera_poses": rows}, {"poses": dense, "fps": 16.0, "trajectory": {}})
+    s = camera_following({"camera_poses": rows}, {"poses": dense, "fps": 16.0, "trajectory": {}}, backend="learned")
     assert s["camera_rpe_rot"].value == pytest.approx(0.0, abs=1e-6)
     assert s["camera_rpe_trans"].value == pytest.approx(0.0, abs=1e-6)
     assert s["camera_rpe_rot"].detail["step_frames"] == gap

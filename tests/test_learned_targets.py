@@ -98,6 +98,9 @@ def record(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("wmb-tracked")
     m = suite_case_manifest(root, "human-LR-00")  # two people and two objects in frame 0; V, D1, R1, H (80 frames)
+    case = json.loads(m.read_text())
+    case["tags"].pop("family")  # a case without a family gets every target kind (a Human case only its people)
+    m.write_text(json.dumps(case) + "\n")
     assert run_generate("engine", str(m), root / "gt", overrides=["model.width=96", "model.height=96"],
                         progress=False).exit_code == 0
     return open_record(root / "gt" / "human-LR-00")

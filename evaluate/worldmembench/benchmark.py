@@ -78,7 +78,7 @@ def _score_all(feat: dict, rec: dict, backend: str, P: dict) -> dict[str, Score]
     # under --backend learned a record outside the families has neither (DA3's chain is inactive there)
     active = "camera_poses" in feat and "inactive" not in feat["camera_poses"]
     if "poses" in feat or active:
-        out.update(camera_following(feat, rec, P))
+        out.update(camera_following(feat, rec, P, backend))
     # always: each dynamic metric says why it is missing (no items, no --judge, the probe's backend)
     out.update(dynamic_scores(feat, rec, rec.get("dir"), P))
     if "targets" in feat and "appearance" in feat:

@@ -60,7 +60,9 @@ CLASSICAL_TRANS = ("translation RPE needs a learned pose estimator (the paper's 
                    "faults did)")
 
 
-def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
+def camera_following(feat, rec, P=PARAMS, backend: str | None = None) -> dict[str, Score]:
+    """Camera following's two RPEs; ``backend`` (None: told by the pose feature's estimator) decides whether the
+    translation RPE is measured (learned poses) or unavailable (classical, CLASSICAL_TRANS)."""
     src = "camera_poses" if "camera_poses" in feat and "inactive" not in feat["camera_poses"] else "poses"
     est, frames = estimated_trajectory({"poses": feat[src]})
     cmd_all = rec["poses"]
@@ -88,7 +90,7 @@ def camera_following(feat, rec, P=PARAMS) -> dict[str, Score]:
     if path < 1e-6:
         out["camera_rpe_trans"] = na("commanded path has no translation")
         return out
-    if not name.startswith("DA3"):
+    if backend == "classical" or (backend is None and not name.startswith("DA3")):
         out["camera_rpe_trans"] = na(CLASSICAL_TRANS)
         return out
     try:
