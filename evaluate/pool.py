@@ -63,8 +63,7 @@ def _torch_threads(n: int | None) -> int | None:
     if n is None or torch is None:
         return None
     prev = torch.get_num_threads()
-    if prev != n:
-        torch.set_num_threads(n)
+    torch.set_num_threads(n)  # even when equal: a new thread reads the count set last, not this thread's
     return prev
 
 

@@ -507,11 +507,15 @@ def test_real_searaft_equals_worldmark_flow_eval(clean, tmp_path, monkeypatch, c
     cases.write_text(json.dumps({"id": "sr", "trajectory": "L0.5", "scene": {"seed": 5}}) + "\n")
     assert run_generate("engine", str(cases), tmp_path / "run", overrides=["model.width=96", "model.height=64"],
                         progress=False).exit_code == 0
-    torch.set_num_threads(1)  # the engine's numba resets OpenMP's thread count; CPU sums follow it (~1e-7 relative)
     rec = open_record(tmp_path / "run" / "sr")
     feats, _ = compute_features(rec, [LS.SeaRaftFlow(model=model, args=args, device=dev)],
                                 FeatureCache(tmp_path / "fc"))
     got = feats["flow"]
+    # the pass gives torch cores // pool threads intra-op threads (features.compute_features; one extractor here):
+    # WorldMark's side runs with the same count, since CPU sums follow it
+    from worldgate.evaluate import features as F
+
+    torch.set_num_threads(F._usable_cores())
     S = fe.compute_signals(str(rec.video), "x")
     assert len(got["wm_sx"]) == len(S["Sx"]) == rec.n_frames - 2
     assert np.array_equal(got["wm_sx"], S["Sx"]) and np.array_equal(got["wm_srad"], S["Srad"])
