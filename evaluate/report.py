@@ -39,13 +39,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
-from worldgate.generate.record_files import _kind, _link_target
+from worldgate.generate.record_files import RecordError, read_regular_text
 
 from .csv_cells import write_csv
 from .metrics import METRIC_INFO, WORLDMARK_COLUMNS, benchmarks
@@ -87,25 +85,11 @@ def _read_text(path: Path, run: Path) -> str | None:
     """The UTF-8 text of a run's results.json / samples.jsonl; None when absent; :class:`ReportError` naming the file
     when it is a symbolic link, a FIFO, a device or a folder (never followed or opened), too large, or not UTF-8."""
     try:
-        st = os.lstat(path)
+        return read_regular_text(path, MAX_RESULTS_BYTES)
     except FileNotFoundError:
         return None
-    if stat.S_ISLNK(st.st_mode):
-        raise ReportError(f"{path} is a symbolic link (to {_link_target(path)}): the report reads only the regular "
-                          f"files evaluate wrote into the run; {_RERUN.format(run=run)}")
-    if not stat.S_ISREG(st.st_mode):
-        raise ReportError(f"{path} is {_kind(st.st_mode)}, not a regular file: {_RERUN.format(run=run)}")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    with os.fdopen(os.open(path, flags), "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ReportError(f"{path} is not a regular file: {_RERUN.format(run=run)}")
-        data = f.read(MAX_RESULTS_BYTES + 1)
-    if len(data) > MAX_RESULTS_BYTES:
-        raise ReportError(f"{path} is larger than {MAX_RESULTS_BYTES >> 20} MiB: not a file evaluate wrote")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ReportError(f"{path} is not UTF-8 text (byte {e.start}): {_RERUN.format(run=run)}") from None
+    except RecordError as e:  # the report reads only the regular files evaluate wrote into the run
+        raise ReportError(f"{e}: {_RERUN.format(run=run)}") from None
 
 
 def _parse_json(text: str, where: str, run: Path):

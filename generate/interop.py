@@ -59,7 +59,8 @@ from worldgate.trajectories import library
 from worldgate.trajectories.suites import CASE_ID, Case
 from worldgate.trajectories.worldmark import WORLDMARK_DOMAINS, WORLDMARK_VIEWS, worldmark_suite
 
-from .record_files import MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _kind, _link_target, read_record_json
+from .record_files import (MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _kind, _link_target, read_record_json,
+                           read_regular_text)
 from .records import (
     RecordWriter,
     candidate_records,
@@ -463,21 +464,10 @@ def _read_manifest(path: Path) -> dict:
     :data:`MAX_MANIFEST_BYTES`); {} where there is none; :class:`InteropError` naming the file (and line) otherwise."""
     if not os.path.lexists(path):
         return {}
-    check_regular(path)
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as e:
-        raise InteropError(f"{path} could not be opened ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise InteropError(f"{path} is not a regular file")
-        data = f.read(MAX_MANIFEST_BYTES + 1)
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise InteropError(f"{path} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a delivery manifest")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InteropError(f"{path} is not UTF-8 text (byte {e.start}): fix the manifest or remove it") from None
+        text = read_regular_text(path, MAX_MANIFEST_BYTES)
+    except RecordError as e:
+        raise InteropError(f"{e}: fix the manifest or remove it") from None
     out = {}
     for n, ln in enumerate(text.splitlines(), 1):
         if not ln.strip():

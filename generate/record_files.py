@@ -60,13 +60,42 @@ def check_record_file(path: Path, required: bool = True) -> bool:
     return True
 
 
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular_text(path: Path, limit: int) -> str:
+    """The UTF-8 text of the regular file ``path``, at most ``limit`` bytes, opened without following a link and
+    without blocking on a FIFO (checked again on the open descriptor): FileNotFoundError when absent, else
+    :class:`RecordError` whose text starts with the path and says what it is instead (a symbolic link, a FIFO, a
+    device, a folder; too large; not UTF-8), for the caller to add what to do."""
+    path = Path(path)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise RecordError(f"{path} is a symbolic link (to {_link_target(path)}), not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise RecordError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        raise RecordError(f"{path} could not be opened as a regular file ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise RecordError(f"{path} is not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise RecordError(f"{path} is larger than {limit >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecordError(f"{path} is not UTF-8 text (byte {e.start})") from None
+
+
 def _open_record_file(path: Path) -> int:
     """A descriptor of a record's regular file, opened without following a link and without blocking on a FIFO that
     replaced it after the check."""
     check_record_file(path)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         if os.path.islink(path):
             raise RecordError(f"{Path(path).name} is a symbolic link: a record's files are read only as regular "
