@@ -42,7 +42,6 @@ the flow timeline (docs/worldmark.md); these boundaries serve every other metric
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -70,7 +69,7 @@ from .records import (
     record_dir,
     trajectory_json,
 )
-from .video import probe_video
+from .video import probe_video, sha256_file
 
 FORMATS = ("worldmark",)
 SIDECAR = "worldgate"
@@ -588,7 +587,7 @@ def _import_sidecar(side: Path, shown: str, video: Path, rel: str, out: Path, ca
     rec = RecordWriter(out, case_id)
     try:
         copy_regular(video, rec.path("video.mp4"), rel, MAX_VIDEO_BYTES)
-        if want and _sha256(rec.path("video.mp4")) != want:
+        if want and sha256_file(rec.path("video.mp4")) != want:  # this process's own copy
             raise InteropError(f"{video}: content differs from the exported record (sha256 mismatch)")
         copy_tree_regular(side, rec.tmp, shown, skip={"meta.json"})
         for k in ("files", "complete", "record_format"):
@@ -597,15 +596,6 @@ def _import_sidecar(side: Path, shown: str, video: Path, rel: str, out: Path, ca
     except BaseException:
         rec.abort()
         raise
-
-
-def _sha256(path: Path) -> str:
-    """The sha256 of a file this process just wrote (its own copy: nothing to refuse)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def load_arena_cases(arena) -> dict:

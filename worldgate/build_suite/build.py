@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from worldgate.generate.video import sha256_file
 from worldgate.trajectories import library
 from worldgate.trajectories.core import TrajectoryError
 
@@ -59,14 +60,6 @@ class BuildResult:
     @property
     def exit_code(self) -> int:
         return 1 if self.failed or not self.kept else 0
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
@@ -182,7 +175,7 @@ def build_suite(images, out, benchmark: str = "worldmark", domain: str = "real",
     entries = []
     for i, p in enumerate(paths):
         img = _open(p)
-        e = {"index": i, "image": str(p), "sha256": _sha(p), "size": list(img.size), "status": None, "steps": {}}
+        e = {"index": i, "image": str(p), "sha256": sha256_file(p), "size": list(img.size), "status": None, "steps": {}}
         if stems:
             e["case_stem"] = stems[i]
         entries.append((e, img))
@@ -379,7 +372,7 @@ def _steps(e, img, benchmark, M: _Models, cache: _Cache, cap_rows, act_rows, cap
         tsize = timg.size
         e["third"]["size"] = list(tsize)
         if cap_rows is None:  # the main character of the composite, with WorldMark's second caption prompt: logged
-            tsha = _sha(Path(e["third"]["image"]))  # (the official third-view rows carry the scene caption only)
+            tsha = sha256_file(Path(e["third"]["image"]))  # (the official third-view rows carry the scene caption only)
             src = {"model": M.vlm_id, "prompt": "caption_character", "prompt_sha": _prompt_hash("caption_character"),
                    "seed": seed}
             got = cache.get(tsha, "character", src) or cache.put(
@@ -388,10 +381,10 @@ def _steps(e, img, benchmark, M: _Models, cache: _Cache, cap_rows, act_rows, cap
             steps["character_caption"] = {"source": f"model:{M.vlm_id}",
                                           "prompt": "worldmark/build/caption_character.txt", "raw": got["raw"]}
         if third_intrinsics:
-            k, s = _intrinsics(timg, _sha(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize,
+            k, s = _intrinsics(timg, sha256_file(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize,
                                third_intrinsics, M, cache, "third_intrinsics", n)
         elif intrinsics is None:  # estimated: estimate the composite too
-            k, s = _intrinsics(timg, _sha(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize, None, M,
+            k, s = _intrinsics(timg, sha256_file(Path(e["third"]["image"])), i, Path(e["third"]["image"]), tsize, None, M,
                                cache, "intrinsics", None)
         else:  # the same camera (WorldMark: the composite is the same frame), scaled to the composite's size
             sx, sy = tsize[0] / size[0], tsize[1] / size[1]
