@@ -187,22 +187,30 @@ def check_worldmembench(table: dict) -> list[dict]:
     return out
 
 
+def _rows_by_model(table: dict, head: str, rows: list, fmt: str, bold=lambda m, c: False) -> list[str]:
+    """A Markdown table of ``table`` ({model: {row: value}}): one line per row, one column per model, n/a for None,
+    ``bold(row, model)`` cells in bold."""
+    cols = list(table)
+    out = [f"| {head} | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for m in rows:
+        cells = []
+        for c in cols:
+            v = table[c].get(m)
+            s = "n/a" if v is None else fmt.format(v)
+            cells.append(f"**{s}**" if bold(m, c) else s)
+        out.append(f"| {m} | " + " | ".join(cells) + " |")
+    return out
+
+
 def worldmembench_markdown(wm: dict) -> str:
     table = wm["table"]
-    cols = list(table)
     lines = ["## WorldMemBench memory faults", "",
              f"`worldmembench-engine` cases {', '.join(WMB_STATIC_CASES + WMB_DYNAMIC_CASES)}, {wm['size']}x"
              f"{wm['size']}, classical backend; Engine GT on all of them, engine-freeze and engine-reset on the dynamic "
              f"cases, `{WMB_MEMORY_FAULT}` (engine-memory, sliding_window, budget 1 chunk, no sink) on the static ones. "
              "Rows are metrics (0-1), columns models; **bold** marks a fault's target metric.", "",
-             "| metric | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for m in WMB_STATIC + WMB_DYNAMIC:
-        cells = []
-        for c in cols:
-            v = table[c].get(m)
-            s = "n/a" if v is None else f"{v:.3f}"
-            cells.append(f"**{s}**" if m in WMB_FAULT_TARGETS.get(c, {}) else s)
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+             *_rows_by_model(table, "metric", WMB_STATIC + WMB_DYNAMIC, "{:.3f}",
+                             lambda m, c: m in WMB_FAULT_TARGETS.get(c, {}))]
     bad = [c for c in wm["checks"] if not c["ok"]]
     lines += ["", f"Checks: {len(wm['checks']) - len(bad)} of {len(wm['checks'])} pass (Engine GT >= {WMB_GT_MIN:g} "
               "on every static memory metric and the dynamic probe, object geometry >= "
@@ -284,14 +292,10 @@ def multiworld_markdown(mw: dict) -> str:
     from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
 
     table = mw["table"]
-    cols = list(table)
     lines = ["## MultiWorldBench two-player faults", "",
              f"`multiworldbench-engine` subset ({mw['limit'] or 20} cases), {mw['size']}x{mw['size']}, classical "
              "backend. Rows are capabilities, columns models.", "",
-             "| capability | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for m in list(CAPABILITIES) + ["overall"]:
-        cells = ["n/a" if table[c].get(m) is None else f"{table[c][m]:.1f}" for c in cols]
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+             *_rows_by_model(table, "capability", list(CAPABILITIES) + ["overall"], "{:.1f}")]
     bad = [c for c in mw["checks"] if not c["ok"]]
     lines += ["", f"Checks: {len(mw['checks']) - len(bad)} of {len(mw['checks'])} pass (Engine GT >= {MWB_GT_MIN:g} "
               f"on every capability; engine-2p-frozen 0 on control isolation and coordination fairness and <= "
