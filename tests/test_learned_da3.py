@@ -332,7 +332,12 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
     assert 0.0 <= s["depth_spearman"].value <= 1.0 and 0.0 <= s["spherical_reconstruction"].value <= 1.0
     assert s["depth_spearman"].detail["model"] == "a given model"
     assert type(M.FEATURES["learned"].get("memory_depth")()).__name__ == "DA3MemoryDepth"
-    # a record without revisits: no call, empty arrays
+    # a Human-family case (no depth metric reads it) and a record without revisits: no call, empty arrays
+    human = open_record(_record(tmp_path, "lrl-h", "L2 R2 L2", tags={"family": "human"}))
+    assert memory_depth_frames(human, 4) == set()
+    calls.clear()
+    out = compute_features(human, [D.DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f1"))[0]
+    assert calls == [] and out["memory_depth"]["frame"].shape == (0,)
     plain = open_record(_record(tmp_path, "w", "W2", tags={"family": "environment"}))
     calls.clear()
     out = compute_features(plain, [D.DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f2"))[0]

@@ -483,7 +483,11 @@ def static_memory_scores(feat: dict, rec: dict, backend: str, P: dict) -> dict:
 
 def memory_depth_frames(rec, stride: int) -> set[int]:
     """The frames whose depth Depth Spearman and the Spherical Reconstruction Score compare: frame 0 and, in every
-    revisit phase, every ``stride``-th frame and the arrival frame (none at all for a record without revisits)."""
+    revisit phase, every ``stride``-th frame and the arrival frame (none at all for a record without revisits, or for
+    a case of a WorldMemBench family whose metrics do not read it: only Environment cases are scored on depth)."""
+    fam = (((rec.meta or {}).get("case") or {}).get("tags") or {}).get("family") if isinstance(rec.meta, dict) else None
+    if fam in ("human", "object", "dynamic"):
+        return set()
     n = rec.n_frames or 10**9
     keep = set()
     for _, a, b in revisit_phases(rec.trajectory):
