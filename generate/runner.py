@@ -362,8 +362,9 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                  limit: int | None = None, seed: int = 0, dry_run: bool = False, overrides: list[str] | None = None,
                  model_args: dict | None = None, full: bool = False, device: str = "cpu",
                  shard: tuple[int, int] | None = None, progress: bool = True, context: str | None = None,
-                 budget: int | None = None) -> GenerateResult:
+                 budget: int | None = None, check_only: bool = False) -> GenerateResult:
     """``shard=(rank, world)``: this process's share of the cases (the CLI passes the launcher's, see dist.py).
+    ``check_only``: check every argument and plan nothing (what a job-array launcher does before it submits).
 
     Every argument is checked before anything is written: unknown override keys (did-you-mean), out-of-range values,
     ``limit`` < 1, an empty suite and an ``out`` that is a file are errors."""
@@ -395,6 +396,8 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                 raise TrajectoryError(f"trajectory.seconds={traj_seconds:g}: case {c.id}: {e}") from None
 
     out = check_out(Path(out or Path("runs") / f"{model}-{suite}"))
+    if check_only:
+        return GenerateResult(out=out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

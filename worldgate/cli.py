@@ -26,7 +26,7 @@ from worldgate.trajectories.core import GRAMMAR, TrajectoryError
 from worldgate.trajectories.library import describe
 from worldgate.trajectories.suites import SUITE_HELP, SuiteError
 
-from . import dist, doctor
+from . import cluster, dist, doctor
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -45,6 +45,7 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
                         "recent, sink, seed)")
     p.add_argument("--budget", type=int, help="chunks held in context (with --context; default unlimited)")
     p.add_argument("--no-progress", action="store_true")
+    cluster.add_launcher_args(p)
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="overrides, anywhere on the line: model.K=V (or bare K=V) for the adapter, suite.K=V, "
                         "trajectory.seconds=S (every moving segment lasts S seconds: quick runs), context.K=V; an "
@@ -52,6 +53,13 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
+    if a.launcher:  # a job array (Slurm, or local processes): each task its share, into one run folder
+        kwargs = dict(model=a.model, suite=a.suite, out=str(a.out or Path("runs") / f"{a.model}-{a.suite}"),
+                      data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run, overrides=a.overrides,
+                      model_args=parse_model_args(a.model_args), full=a.full, device=a.device, context=a.context,
+                      budget=a.budget)
+        run_generate(**kwargs, check_only=True)  # every argument checked here, before anything is submitted
+        return cluster.launch_generate(kwargs, a.launcher, a.tasks, cluster.parse_slurm(a.slurm), wait=not a.no_wait)
     rank, world = dist.rank_world()  # under `accelerate launch`: this process's share of the cases
     res = run_generate(a.model, a.suite, a.out, data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run,
                        overrides=a.overrides, model_args=parse_model_args(a.model_args), full=a.full,
@@ -79,6 +87,7 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
                                                      "from the local cache; without it the judged metrics are "
                                                      "unavailable and only the measured probe, a proxy, is reported)")
     p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
+    cluster.add_launcher_args(p, wait=False)
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a threshold or option of a benchmark's PARAMS (worldgate.evaluate.metrics.params()), e.g. "
                         "WorldMark's deviations wm_time_base_real_fps=1 or wm_flow_full_scale=1 (repeatable; "
@@ -110,6 +119,13 @@ def _out(a: argparse.Namespace) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     _out(a)
+    if a.launcher and not a.rescore:  # features over a job array, then every record scored here from the cache
+        params = _params(a.param)
+        return cluster.launch_evaluate(
+            a.runs, a.backend, a.launcher, a.tasks, cluster.parse_slurm(a.slurm),
+            lambda: run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=True, out=a.out,
+                                 progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device,
+                                 params=params))
     rank, world = dist.rank_world()
     if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
         if not a.rescore:
