@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .base import Adapter, AdapterError, Chunk, NativeInputs, with_seed
+from .patching import Patch
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,32 @@ class RepoSpec:
     clone: str  # git URL (and sub-folder) of the official code
     entry: str  # the entry point, relative to the checkout
     hf_id: str  # weights on the Hugging Face hub
-    patches: dict = field(default_factory=dict)  # file in the checkout -> marker string the worldgate patch adds
+    #: file in the checkout -> marker string the worldgate patch adds (set from ``patch`` when it is given)
+    patches: dict = field(default_factory=dict)
     patch_doc: str = ""  # where the patch is described
     needs_gpu: bool = True
     timeout_s: float = 6 * 3600
+    #: the commit the adapter was read at (``worldgate setup`` checks it out; 40 hex digits)
+    commit: str = ""
+    #: the model's folder inside the repository ("" for its root; e.g. "Matrix-Game-2")
+    subdir: str = ""
+    #: worldgate's own patch (adapters/patching.py), applied by ``worldgate setup``
+    patch: Patch | None = None
+    #: the weight files the command reads (``huggingface_hub`` allow_patterns; empty: the whole repository)
+    weights_patterns: tuple[str, ...] = ()
+    #: the Hub revision of the weights ("" : the default branch, resolved at download and recorded)
+    hf_revision: str = ""
+    #: the environment's requirement files in the model's folder, installed in order by ``worldgate setup``
+    requirements: tuple[str, ...] = ("requirements.txt",)
+
+    def __post_init__(self):
+        if self.patch is not None:
+            object.__setattr__(self, "patches", self.patch.markers())
+
+    @property
+    def url(self) -> str:
+        """The git URL alone (``clone`` may say which folder of it holds the model)."""
+        return self.clone.split(" ", 1)[0]
 
 
 def _fetch_hint(spec: RepoSpec) -> str:
@@ -77,7 +100,75 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
                                f"`generate --dry-run` to write its native inputs")
     extra = {k: v for k, v in model_args.items() if k.endswith(("_path", "_dir"))}
     return {"repo": repo, "ckpt": Path(str(ckpt)).expanduser().resolve(),
-            "python": str(model_args.get("python") or sys.executable), "extra": extra}
+            "python": str(model_args.get("python") or sys.executable), "extra": extra,
+            "gpus": parse_gpus(name, model_args.get("gpus"))}
+
+
+MAX_GPUS = 64  # gpus=N: GPUs for one case (a node has at most 8 today; 64 bounds a typo)
+#: what a multi-process launcher (accelerate, torchrun, Slurm's srun) sets for *this* process: the model's own command
+#: must not inherit it, or its torch.distributed would join worldgate's process group instead of starting its own
+LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+                "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+                "TORCHELASTIC_ERROR_FILE")
+LAUNCHER_PREFIXES = ("ACCELERATE_", "TORCHELASTIC_")
+
+
+def parse_gpus(name: str, value) -> int:
+    """``gpus=N`` as a decimal integer in [1, MAX_GPUS]; the error names the value and the range."""
+    if value is None or value == "":
+        return 1
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        raise AdapterError(f"{name}: gpus={value!r} is not a whole number of GPUs (e.g. gpus=8)")
+    n = int(str(value), 10)
+    if not 1 <= n <= MAX_GPUS:
+        raise AdapterError(f"{name}: gpus={n} is outside [1, {MAX_GPUS}]")
+    return n
+
+
+def torchrun(gpus: int, script: str) -> str:
+    """``script`` (a path and its arguments) under torch's own launcher with ``gpus`` processes, run by the chosen
+    Python (``python -m torch.distributed.run``, so the model's environment's torch launches it, not whatever
+    ``torchrun`` is first on PATH). ``--standalone`` lets the launcher pick a free port: two cases on one node (two
+    accelerate processes, two Slurm tasks) never fight over a fixed master port."""
+    return f"python -m torch.distributed.run --standalone --nproc_per_node={int(gpus)} {script}"
+
+
+def visible_devices(gpus: int, environ=None) -> str | None:
+    """The devices this process's case may use: under a multi-process launcher (``WORLD_SIZE`` > 1) process
+    ``LOCAL_RANK`` takes its own ``gpus`` of the node's visible devices (``CUDA_VISIBLE_DEVICES``, else 0, 1, ...),
+    never another process's; None when nothing needs restricting (one process: the model sees what the user gave)."""
+    env = os.environ if environ is None else environ
+    try:
+        world = int(env.get("WORLD_SIZE", "1"))
+        local = int(env.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return None
+    if world <= 1:
+        return None
+    given = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip() != ""]
+    lo, hi = local * gpus, (local + 1) * gpus
+    if given:
+        if hi > len(given):
+            raise AdapterError(f"process {local} needs GPUs {lo}..{hi - 1} of CUDA_VISIBLE_DEVICES={','.join(given)} "
+                               f"({gpus} per case): start fewer processes per node (--num_processes "
+                               f"{max(1, len(given) // gpus)}) or lower gpus=")
+        return ",".join(given[lo:hi])
+    return ",".join(str(i) for i in range(lo, hi))
+
+
+def child_env(gpus: int, out: Path, environ=None) -> dict:
+    """The environment of the model's own command: this process's, less the launcher's variables, with this case's
+    devices (:func:`visible_devices`) and ``WORLDGATE_OUT``."""
+    env = dict(os.environ if environ is None else environ)
+    devices = visible_devices(gpus, env)
+    for k in list(env):
+        if k in LAUNCHER_ENV or k.startswith(LAUNCHER_PREFIXES):
+            del env[k]
+    if devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = devices
+    env["WORLDGATE_OUT"] = str(out)
+    return env
 
 
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*_(PATH|DIR)$")
@@ -160,7 +251,7 @@ def run_checkout(name: str, spec: RepoSpec, paths: dict, plan, seed: int | None 
         if not argv:
             raise AdapterError(f"{name}: the plan has no command.txt to run")
         t0 = time.time()
-        env = dict(os.environ, WORLDGATE_OUT=str(work / "out"))
+        env = child_env(int(paths.get("gpus", 1)), work / "out")
         (work / "out").mkdir()
         proc = subprocess.run(argv, cwd=paths["repo"], env=env, capture_output=True, text=True,
                               timeout=spec.timeout_s)
@@ -188,10 +279,22 @@ class RepoAdapter(Adapter):
     runs the plan's ``command.txt`` there with the rollout seed in place of its ``SEED`` token."""
 
     repo_spec: RepoSpec
+    #: how the model's own code runs one case on several GPUs (its README or scripts, cited file:line), or "" when it
+    #: has no multi-GPU inference: then ``gpus>1`` is refused
+    multi_gpu: str = ""
 
     def __init__(self, **model_args):
         super().__init__(**model_args)
         self._paths = None
+
+    def gpus(self) -> int:
+        """``gpus=N`` of the model args (default 1), refused above 1 for a model whose code has no multi-GPU run."""
+        n = parse_gpus(self.info.name, self.model_args.get("gpus"))
+        if n > 1 and not self.multi_gpu:
+            raise AdapterError(f"{self.info.name} has no multi-GPU inference in its official code (one process per "
+                               f"case): gpus={n} cannot be honoured; drop gpus= (one GPU per case) and spread cases "
+                               "over GPUs with accelerate launch or --launcher slurm instead")
+        return n
 
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
