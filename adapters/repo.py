@@ -50,6 +50,9 @@ class RepoSpec:
     hf_revision: str = ""
     #: the environment's requirement files in the model's folder, installed in order by ``worldgate setup``
     requirements: tuple[str, ...] = ("requirements.txt",)
+    #: the folder under ``ckpt`` the command reads the ``hf_id`` download from ("" : ``ckpt`` itself), e.g.
+    #: LingBot's ``--ckpt_dir CKPT/lingbot-world-base-cam``
+    weights_dir: str = ""
 
     def __post_init__(self):
         if self.patch is not None:
@@ -62,11 +65,55 @@ class RepoSpec:
 
 
 def _fetch_hint(spec: RepoSpec) -> str:
-    return f"hf download {spec.hf_id} --local-dir WEIGHTS"
+    return f"hf download {spec.hf_id} --local-dir WEIGHTS{'/' + spec.weights_dir if spec.weights_dir else ''}"
+
+
+#: what ``worldgate setup MODEL --dir DIR`` writes into DIR and ``--model-args setup=DIR`` reads
+SETUP_FILE = "worldgate-model.json"
+MAX_SETUP_BYTES = 1 << 20
+
+
+def read_setup(name: str, folder) -> dict:
+    """DIR/worldgate-model.json of ``worldgate setup``, checked to be for ``name``; AdapterError says what to run."""
+    d = Path(str(folder)).expanduser()
+    f = d / SETUP_FILE
+    if f.is_symlink() or not f.is_file():
+        raise AdapterError(f"{name}: setup={d} has no {SETUP_FILE}: run `worldgate setup {name} --dir {d}` first")
+    if f.stat().st_size > MAX_SETUP_BYTES:
+        raise AdapterError(f"{name}: {f} is larger than {MAX_SETUP_BYTES} bytes: not a worldgate setup record")
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise AdapterError(f"{name}: {f} is unreadable ({type(e).__name__}: {e}); rerun `worldgate setup {name} "
+                           f"--dir {d}`") from None
+    if not isinstance(data, dict) or data.get("model") != name:
+        other = data.get("model") if isinstance(data, dict) else None
+        raise AdapterError(f"{name}: {f} is the setup of {other!r}, not {name!r}: give that model's setup folder")
+    return data
+
+
+def _from_setup(name: str, model_args: dict) -> dict:
+    """``setup=DIR`` fills ``repo``, ``ckpt`` and ``python`` (arguments given beside it win)."""
+    if not model_args.get("setup"):
+        return model_args
+    rec = read_setup(name, model_args["setup"])
+    filled = dict(model_args)
+    filled.setdefault("repo", rec.get("model_dir"))
+    weights = rec.get("weights") or {}
+    if weights.get("ckpt"):
+        filled.setdefault("ckpt", weights["ckpt"])
+    elif not filled.get("ckpt"):
+        raise AdapterError(f"{name}: the setup in {model_args['setup']} has no weights (it ran with --no-weights): "
+                           f"rerun `worldgate setup {name} --dir {model_args['setup']}` on a machine that reaches the "
+                           f"Hub, or pass --model-args ckpt=WEIGHTS")
+    if rec.get("python"):
+        filled.setdefault("python", rec["python"])
+    return filled
 
 
 def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
     """Validate ``repo``/``ckpt``/GPU for ``name``; return the resolved paths. Raises AdapterError with the fix."""
+    model_args = _from_setup(name, model_args)
     repo = model_args.get("repo")
     if not repo:
         raise AdapterError(
@@ -76,6 +123,8 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
     repo = Path(str(repo)).expanduser().resolve()
     if not repo.is_dir():
         raise AdapterError(f"{name}: repo={repo} does not exist; `git clone {spec.clone}` there")
+    if not (repo / spec.entry).is_file() and spec.subdir and (repo / spec.subdir / spec.entry).is_file():
+        repo = repo / spec.subdir  # the repository's root was given: the model lives in its folder
     if not (repo / spec.entry).is_file():
         raise AdapterError(f"{name}: {repo} has no {spec.entry}; is it a checkout of {spec.clone}?")
     for rel, marker in sorted(spec.patches.items()):
@@ -83,7 +132,8 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
         if not f.is_file() or marker not in f.read_text(errors="replace"):
             raise AdapterError(
                 f"{name}: the worldgate patch is not applied to {f} (marker {marker!r} missing). It only adds a "
-                f"file input for the native controls; see {spec.patch_doc or 'docs/probes/'}, apply it, then rerun.")
+                f"file input for the native controls: `worldgate setup {name} --checkout {repo} --dir DIR` applies it "
+                f"(see {spec.patch_doc or 'docs/probes/'}), then rerun.")
     ckpt = model_args.get("ckpt")
     if not ckpt or not Path(str(ckpt)).expanduser().exists():
         raise AdapterError(f"{name}: weights not found at ckpt={ckpt!r}; fetch them with `{_fetch_hint(spec)}` "
@@ -98,6 +148,10 @@ def check_checkout(name: str, spec: RepoSpec, model_args: dict) -> dict:
         if not has_gpu:
             raise AdapterError(f"{name} needs a CUDA GPU (none visible here); on this machine use "
                                f"`generate --dry-run` to write its native inputs")
+        want, have = parse_gpus(name, model_args.get("gpus")), torch.cuda.device_count()
+        if want > have:
+            raise AdapterError(f"{name}: gpus={want} but {have} CUDA GPU(s) are visible: lower gpus= or run where "
+                               f"{want} are")
     extra = {k: v for k, v in model_args.items() if k.endswith(("_path", "_dir"))}
     return {"repo": repo, "ckpt": Path(str(ckpt)).expanduser().resolve(),
             "python": str(model_args.get("python") or sys.executable), "extra": extra,

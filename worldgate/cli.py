@@ -27,6 +27,7 @@ from worldgate.trajectories.library import describe
 from worldgate.trajectories.suites import SUITE_HELP, SuiteError
 
 from . import cluster, dist, doctor
+from . import setup as model_setup
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -140,6 +141,10 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
+    if a.model:
+        rows = model_setup.doctor_model(a.model, a.setup, a.gpus)
+        _table(["need", "status", "fix"], [[r["need"], r["status"], r["fix"] or "-"] for r in rows])
+        return 1 if model_setup.missing(rows) else 0
     table = doctor.rows(a.backend)
     _table(["model", "used by", "source", "id", "status", "licence", "fetch"],
            [[r["model"], r["used_by"], r["source"], r["id"], r["status"], r["licence"], r["fetch"]] for r in table])
@@ -344,7 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="the models the learned metrics need: source, present or missing, licence, "
                                        "fetch command (exit 1 when something is missing)")
     dr.add_argument("--backend", default="learned", choices=["classical", "learned"])
+    dr.add_argument("--model", help="a repository model: what is missing to run it (checkout, patch, env, weights, "
+                                    "GPUs) instead of the learned metrics' models")
+    dr.add_argument("--setup", metavar="DIR", help="with --model: the folder `worldgate setup` wrote")
+    dr.add_argument("--gpus", help="with --model: GPUs per case (the model's gpus=)")
     dr.set_defaults(fn=cmd_doctor)
+    model_setup.add_parser(sub)
     add_build_suite_parser(sub)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
@@ -364,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: - a reader that goes away (``worldgate export ... | head -1``) ends the command quietly, exit status 141 (128 +
 #:   SIGPIPE, what a shell reports for a command killed by a broken pipe, so ``set -o pipefail`` still sees the output
 #:   was cut short rather than a success); nothing is printed, as the reader is gone (see _broken_pipe).
-INPUT_ERRORS = (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, RecursionError, OSError)
+INPUT_ERRORS = (UnknownNameError, SuiteError, TrajectoryError, AdapterError, ValueError, RecursionError, OSError,
+                model_setup.SetupError)
 EXIT_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
 
 
