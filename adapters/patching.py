@@ -112,18 +112,19 @@ class Patch:
 
     def apply(self, root: str | Path) -> list[str]:
         """Apply to the checkout folder ``root``; returns the files changed (empty: already applied). Each file is
-        replaced atomically, so an interrupted apply leaves every file either patched or untouched."""
+        replaced atomically, and nothing is written unless every edit of every file found its anchor, so a
+        checkout at another commit is left untouched."""
         root = Path(root)
-        changed = []
-        for f in self.files():
+        todo = {}
+        for f in self.files():  # every file's new text first: a missing anchor anywhere writes nothing at all
             p = root / f
-            old = _read(p) if p.exists() else None
+            old = _read(p) if p.exists() or p.is_symlink() else None
             if old is not None and self.marker in old:
                 continue
-            new = self.apply_text(f, old)
-            _write_atomic(p, new)
-            changed.append(f)
-        return changed
+            todo[f] = self.apply_text(f, old)
+        for f, new in todo.items():
+            _write_atomic(root / f, new)
+        return list(todo)
 
 
 def _stamp(text: str, marker: str) -> str:

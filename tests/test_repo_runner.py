@@ -41,6 +41,9 @@ def checkout(tmp_path):
     repo = tmp_path / "Matrix-Game-2"
     repo.mkdir()
     (repo / "inference.py").write_text(FAKE_INFERENCE)
+    for rel, marker in MODELS.get("matrix-game-2").repo_spec.patches.items():  # as the shipped patch leaves them
+        f = repo / rel
+        f.write_text((f.read_text() if f.exists() else "") + f"# {marker}\n")
     ckpt = tmp_path / "weights"
     (ckpt / "base_distilled_model").mkdir(parents=True)
     (ckpt / "base_distilled_model" / "base_distill.safetensors").write_bytes(b"x")
