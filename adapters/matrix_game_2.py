@@ -37,6 +37,36 @@ Conventions this adapter relies on, read at Matrix-Game-2/ of commit 3ceb3114b65
   constant of the action vocabulary, not an option. Paths: ``--pretrained_model_path`` (the VAE folder, default
   ``Matrix-Game-2.0`` in the checkout, inference.py:28) -> ``CKPT`` (the ``hf download Skywork/Matrix-Game-2.0``
   folder), ``--output_folder`` (default ``outputs/``, inference.py:24) -> the runner's ``OUT``.
+
+Integration B, worldgate's patch (:data:`PATCH`, marker ``worldgate-patch matrix-game-2 v1``): ``--actions NPZ`` is
+added after ``--pretrained_model_path`` (inference.py:28), and right after the script stores its own random
+``keyboard_cond`` (inference.py:120-131, anchor ``conditional_dict['keyboard_cond'] = keyboard_condition``, :131) the
+file's ``keyboard_cond`` [F, 4] and ``mouse_cond`` [F, 2] replace both entries of ``conditional_dict``, built exactly
+as the script builds its own (``tensor.unsqueeze(0).to(device=self.device, dtype=self.weight_dtype)``, :122, :130),
+through ``worldgate_inputs.py`` created beside ``inference.py``. The local ``keyboard_condition`` /
+``mouse_condition`` are replaced too, so the overlay of ``demo_icon.mp4`` (:148-151, 157) draws the commanded keys. A
+file whose rows are not ``(num_output_frames - 1) * 4 + 1`` (:113) or whose config mode is not ``universal`` (:95-96)
+is refused. The random draw still happens first (it only consumes Python's ``random`` state, after the noise,
+:110-112, 121), so nothing else the script does changes.
+
+Installing and weights: ``pip install -r requirements.txt`` then ``python setup.py develop`` (README.md:31-34; the
+folder has no other requirement file). The command reads, under ``CKPT`` (``hf download Skywork/Matrix-Game-2.0``,
+README.md:41): ``base_distilled_model/base_distill.safetensors`` (``--checkpoint_path``, inference.py:66-69),
+``Wan2.1_VAE.pth`` (inference.py:55; wan/vae/wanx_vae.py:42), the CLIP image encoder
+``models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth`` and its tokenizer folder ``xlm-roberta-large/``
+(wan/vae/wanx_vae.py:43-44): ``weights_patterns``.
+
+GPUs: one per case. The README needs "at least 24 GB" on one GPU (README.md:20) and runs ``python inference.py``
+(README.md:47-55); inference.py has no process group, sequence parallelism or FSDP (one ``torch.device("cuda")``,
+inference.py:35), so ``gpus>1`` is refused.
+
+Output contract: ``process_video(..., self.args.output_folder + '/demo.mp4', ..., process_icon=False)``
+(inference.py:156) writes the raw frames as ``OUT/demo.mp4``; the next line writes ``OUT/demo_icon.mp4`` with the key
+and mouse overlay (inference.py:157; utils/visualize.py:176-183), which would be the newest .mp4 under OUT, so the plan
+names ``demo.mp4`` in ``extra["output_video"]``. Writer fps 12 (utils/visualize.py:167, 186), 640x352 frames (noise
+44x80 latents, inference.py:110-112; the Wan VAE upsamples x8), F = 4L - 3 frames for ``--num_output_frames L``
+(first block of 3 latents decodes to 9 frames, later blocks to 12: pipeline/causal_inference.py:351-353,
+117-121).
 """
 
 from __future__ import annotations
@@ -47,20 +77,89 @@ from worldgate.trajectories.core import Move
 
 from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .keymouse import key_mouse_rows
+from .patching import Edit, Patch
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.1
 ROW_TIMINGS = ("aligned", "lagged")  # row j = command at j/12 (decided by action_module.py:225, 341) / v0.1's (j-1)/12
 KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D]
+COMMIT = "3ceb3114b65ff2c70ce9c3d6cab207b340ebe650"
+OUTPUT_VIDEO = "demo.mp4"  # inference.py:156 (no overlay); demo_icon.mp4 (:157) carries the key/mouse overlay
+
+#: worldgate's own module beside inference.py: the file input ``--actions`` reads
+INPUTS_MODULE = '''"""worldgate's action input for Matrix-Game 2.0's inference.py (``--actions NPZ``, added by worldgate's
+patch).
+
+The file holds ``keyboard_cond`` [F, 4] ([W, S, A, D]) and ``mouse_cond`` [F, 2] ([pitch, yaw]) float rows, one per
+video frame (F = (num_output_frames - 1) * 4 + 1), as worldgate's plan writes them. They replace the random
+``Bench_actions_universal`` rows of ``conditional_dict``, built the way the script builds its own:
+``tensor.unsqueeze(0).to(device=device, dtype=dtype)``.
+"""
+
+import numpy as np
+import torch
+
+#: the arrays of the file and their widths (universal mode: keyboard [W, S, A, D], mouse [pitch, yaw])
+WIDTHS = {"keyboard_cond": 4, "mouse_cond": 2}
+
+
+def load_actions(path, num_frames, mode, device, dtype):
+    """``(keyboard_cond, mouse_cond)`` [1, F, 4] / [1, F, 2] tensors from ``path``; a file that does not fit this run
+    (mode, rows, widths, non-finite values) is refused."""
+    if mode != "universal":
+        raise ValueError(f"{path}: worldgate's actions are universal-mode rows (keyboard [W, S, A, D] + mouse "
+                         f"[pitch, yaw]); this config's mode is {mode!r}: use "
+                         "configs/inference_yaml/inference_universal.yaml")
+    with np.load(path, allow_pickle=False) as z:
+        missing = sorted(set(WIDTHS) - set(z.files))
+        if missing:
+            raise ValueError(f"{path}: missing {missing} (worldgate's actions.npz holds keyboard_cond and mouse_cond)")
+        rows = {k: np.asarray(z[k], dtype=np.float32) for k in WIDTHS}
+    for k, width in WIDTHS.items():
+        if rows[k].shape != (num_frames, width):
+            raise ValueError(f"{path}: {k} is {rows[k].shape}, this run needs {(num_frames, width)} (rows = "
+                             "(num_output_frames - 1) * 4 + 1 for --num_output_frames latents)")
+        if not np.isfinite(rows[k]).all():
+            raise ValueError(f"{path}: {k} holds non-finite values")
+    return tuple(torch.from_numpy(rows[k]).unsqueeze(0).to(device=device, dtype=dtype) for k in WIDTHS)
+'''
+
+#: worldgate's patch: ``--actions NPZ`` in place of the random benchmark actions (module docstring)
+PATCH = Patch(
+    model="matrix-game-2", version="1",
+    edits=(
+        Edit("inference.py",
+             '    parser.add_argument("--pretrained_model_path", type=str, default="Matrix-Game-2.0", help="Path to '
+             'the VAE model folder")\n',
+             '    parser.add_argument("--actions", type=str, default=None,\n'
+             '                        help="worldgate: .npz of keyboard_cond [F, 4] and mouse_cond [F, 2] rows, used in "\n'
+             '                             "place of the random benchmark actions")\n'),
+        Edit("inference.py", "        conditional_dict['keyboard_cond'] = keyboard_condition\n",
+             "        if getattr(self.args, 'actions', None):\n"
+             "            from worldgate_inputs import load_actions\n"
+             "\n"
+             "            keyboard_condition, mouse_condition = load_actions(self.args.actions, num_frames, mode,\n"
+             "                                                               self.device, self.weight_dtype)\n"
+             "            conditional_dict['keyboard_cond'] = keyboard_condition\n"
+             "            conditional_dict['mouse_cond'] = mouse_condition\n"),
+        Edit("worldgate_inputs.py", None, INPUTS_MODULE),
+    ),
+    summary="--actions NPZ: keyboard_cond [F, 4] and mouse_cond [F, 2] replace the random benchmark actions",
+    flags=("--actions",),
+)
 
 
 class MatrixGame2(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-2/)", entry="inference.py",
-        hf_id="Skywork/Matrix-Game-2.0", patches={"inference.py": "--actions"},
-        patch_doc="docs/probes/matrix-game-2.md (the patch adds --actions NPZ and loads keyboard_cond/mouse_cond from it)")
+        hf_id="Skywork/Matrix-Game-2.0", patch=PATCH, commit=COMMIT, subdir="Matrix-Game-2",
+        patch_doc="adapters/matrix_game_2.py (PATCH: --actions NPZ loads keyboard_cond/mouse_cond into "
+                  "conditional_dict); docs/probes/matrix-game-2.md",
+        weights_patterns=("base_distilled_model/base_distill.safetensors", "Wan2.1_VAE.pth",
+                          "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth", "xlm-roberta-large/*"),
+        requirements=("requirements.txt",))
     info = AdapterInfo(
-        name="matrix-game-2", version="0.2", width=640, height=352, fps=12.0,
+        name="matrix-game-2", version="0.3", width=640, height=352, fps=12.0,
         fps_source="writer: export_to_video(fps=12) (utils/visualize.py:167,186); README 25 fps is generation speed",
         chunk_frames=12, first_chunk_frames=9, duration_unit="frames (4L-3, L latents a multiple of 3)",
         control="keyboard [W,S,A,D] + mouse [pitch,yaw] per frame", pose_convention="none",
@@ -72,8 +171,10 @@ class MatrixGame2(RepoAdapter):
               "model arg row_timing=lagged gives v0.1's (j-1)/12",
     )
     FPS = 12.0
+    multi_gpu = ""  # one GPU per case: README.md:20, 47-55; inference.py:35 (no process group, SP or FSDP)
 
     def plan(self, case) -> NativeInputs:
+        self.gpus()  # gpus>1 is refused: no multi-GPU inference in the official code
         timing = self.model_args.get("row_timing", "aligned")
         if timing not in ROW_TIMINGS:
             raise AdapterError(f"matrix-game-2: row_timing must be one of {ROW_TIMINGS}, got {timing!r}")
@@ -107,5 +208,5 @@ class MatrixGame2(RepoAdapter):
             intrinsics={"regime": 1, "case": case.intrinsics, "case_hfov_deg": hfov, "native_hfov_deg": None,
                         "note": "no camera model: the model's field of view is not defined"},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"num_output_frames": L, "image": case.image, "row_timing": timing},
+            extra={"num_output_frames": L, "image": case.image, "row_timing": timing, "output_video": OUTPUT_VIDEO},
         )

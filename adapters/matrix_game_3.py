@@ -1,7 +1,8 @@
 """Matrix-Game 3.0 (SkyworkAI/Matrix-Game, Matrix-Game-3/, Apache-2.0): per-frame keyboard + mouse, 704x1280 video.
 
 Conventions this adapter relies on, read at Matrix-Game-3/ of commit 71c3cd7f741311f8100f6cf9cde942b6c1378d11 (fork
-efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths below are relative to Matrix-Game-3/.
+efiop/Matrix-Game, upstream commits only: the ``fetch`` snapshot of SkyworkAI/Matrix-Game stops at the 1.0 release,
+f1bf6e6, and does not hold this commit; docs/probes/matrix-game-3.md). Paths below are relative to Matrix-Game-3/.
 
 - Inputs per frame: ``keyboard_condition_all`` [1, F, 6] in the order **[W, S, A, D, 0, 0]** and
   ``mouse_condition_all`` [1, F, 2] in the order **[pitch, yaw]** (utils/utils.py:104-117; utils/conditions.py:73-75,
@@ -22,7 +23,9 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
 - **Pitch sign trap.** ``Ry(pitch)`` sends the forward axis X to (cos p, 0, -sin p): with Z up, **+pitch tilts the
   integrated camera down** (camera frame: forward -> +y, image-down), although +mouse[0] is labelled "up" everywhere
   else in the code (see above). Yaw is consistent: +yaw turns forward towards +Y = right (camera +x). The adapter
-  emits **U as +mouse[0]** (the labelled convention) and lets the pipeline integrate it with its own function, as in
+  emits **U as +mouse[0]** by default (``pitch_sign=+1``, the labelled convention; ``--model-args pitch_sign=-1``
+  emits U as -mouse[0], for when the GPU check below shows the video following the integrator) and lets the
+  pipeline integrate it with its own function, as in
   the authors' demos: ``get_extrinsics`` takes UE-style ``[roll, pitch, yaw]`` + positions in centimetres, the format
   of engine-recorded data, so the training poses were very likely converted by the same function and the
   mirrored pitch is then consistent between training and inference (inference, not verifiable from code). Our own
@@ -38,8 +41,8 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
 - fps: the writer is ``export_to_video(..., fps=17)`` (utils/visualize.py:167, called by
   pipeline/inference_pipeline.py:694 and pipeline/vae_worker.py:116); ``sample_fps = 16``
   (wan/configs/shared_config.py:17) is never read, README "40fps" is generation speed (README.md:15). A 20 s key is
-  340 frames. The writer also draws key/mouse overlays on every frame (utils/visualize.py:157-164): a runtime must
-  keep the raw decoded frames.
+  340 frames. The writer also draws key/mouse overlays on every frame (utils/visualize.py:157-164): the patch's
+  ``--no_overlay`` (below) keeps the raw decoded frames.
 - No action file is read: ``get_data`` draws random ``Bench_actions_universal`` actions (utils/utils.py:104) and
   ``--interactive`` reads one key pair per clip from stdin (inference_interactive_pipeline.py:31-65, 478-514).
   Integration B: a patch makes ``get_data`` return the arrays of ``actions.npz`` instead of the random ones; poses
@@ -55,6 +58,36 @@ efiop/Matrix-Game, upstream commits only; docs/probes/matrix-game-3.md). Paths b
   the runner's OUT.
 - Context: no KV cache; each clip attends to the 4 previous latents plus 5 memory latents chosen by field-of-view
   overlap of the integrated poses (pipeline/inference_pipeline.py:419-422, 471-485; utils/cam_utils.py:298-363).
+
+worldgate's patch (:data:`PATCH`, marker ``worldgate-patch matrix-game-3 v1``): generate.py gets ``--actions NPZ`` and
+``--no_overlay`` (after ``--use_base_model``, generate.py:78) and hands both to ``worldgate_inputs.configure`` right
+after ``args = _parse_args()`` (:192). In ``get_data``, right after the random ``Bench_actions_universal`` rows are
+taken (utils/utils.py:104-106), ``worldgate_inputs.actions`` returns the file's ``keyboard_cond`` [F, 6] and
+``mouse_cond`` [F, 2] as float32 tensors, the type ``combine_data`` gives (utils/conditions.py:5-8), for
+``num_frames`` = 57 + 40 (num_iterations - 1) (pipeline/inference_pipeline.py:385-394); the unchanged code then
+integrates the poses from them and casts them (utils/utils.py:108-117). A file whose rows are not ``num_frames`` is
+refused. ``--no_overlay`` makes ``process_video`` (utils/visualize.py:146) write the decoded frames with its own
+``export_to_video(..., fps=17)`` and draw nothing (through an environment variable, so the spawned async VAE worker,
+pipeline/vae_worker.py:37-41, 116, sees it too). Nothing else changes.
+
+Installing and weights: ``pip install -r requirements.txt`` plus FlashAttention (README.md:33-39; the folder has no
+other requirement file). Under ``CKPT/Matrix-Game-3.0`` (the ``--ckpt_dir`` the command passes) the default run reads
+``base_distilled_model/`` (pipeline/inference_pipeline.py:114-117; ``--use_base_model`` is not passed), the T5
+``models_t5_umt5-xxl-enc-bf16.pth`` and tokenizer ``google/umt5-xxl`` (inference_pipeline.py:90-91;
+wan/configs/config.py:9-10), ``MG-LightVAE_v2.pth`` (``--vae_type`` default mg_lightvae_v2, generate.py:70;
+pipeline/vae_config.py:19-21) and ``Wan2.2_VAE.pth`` (its encoder, vae_config.py:28): ``weights_patterns``.
+
+GPUs: the README runs ``torchrun --nproc_per_node=$NUM_GPUS generate.py --size 704*1280 --dit_fsdp --t5_fsdp ...``
+(README.md:24, 54) and test.sh adds ``--ulysses_size`` = the process count (test.sh:11-13, 46-52); generate.py
+refuses ``--ulysses_size`` other than the world size and turns FSDP off when it is 1 (generate.py:16-21, 101-118).
+``gpus=N`` (``multi_gpu``) runs ``python -m torch.distributed.run --standalone --nproc_per_node=N generate.py`` and,
+for N > 1, ``--dit_fsdp --t5_fsdp --ulysses_size N``; gpus=1 runs the same launcher with one process and no flags.
+
+Output contract: ``process_video(..., f"{self.output_dir}/{save_name}.mp4", ...)`` (pipeline/inference_pipeline.py:
+694-701; ``--output_dir OUT --save_name <case id>``): ``OUT/<case id>.mp4`` (``extra["output_video"]``), written by rank
+0 only, at 17 fps (utils/visualize.py:167), 1280x704 frames (lat 44x80 from ``max_area`` 704*1280,
+inference_pipeline.py:401-408), 57 + 40 (num_iterations - 1) frames (15 latents decoded in the first clip, the last 10
+of each later one, :607, 644-655).
 """
 
 from __future__ import annotations
@@ -66,8 +99,9 @@ import numpy as np
 
 from worldgate.trajectories.core import LOOK_RATE, Move
 
-from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
-from .repo import RepoAdapter, RepoSpec
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
+from .patching import Edit, Patch
+from .repo import RepoAdapter, RepoSpec, torchrun
 
 W, H = 1280, 704
 FPS = 17.0
@@ -80,12 +114,108 @@ UNIT_TO_M = 0.01  # get_extrinsics scales translation by 0.01 (utils/cam_utils.p
 DEMO_MOUSE = 0.1  # CAM_VALUE of the built-in and interactive actions (utils/conditions.py:77)
 #: camera axes in the integration world (columns: camera x -> +Y, y -> -Z, z -> +X) (utils/cam_utils.py:583-589)
 R_INIT = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
-PITCH_QUESTION = ("open: U is emitted as +mouse[0] ('camera_up' in utils/conditions.py:77-87), but the model's own pose "
+PITCH_QUESTION = ("open: +mouse[0] is labelled 'camera_up' (utils/conditions.py:77-87), but the model's own pose "
                   "integration turns +mouse[0] into a camera tilting down (Ry sign, utils/cam_utils.py:576); which way "
                   "the video tilts is unverified without weights")
 PITCH_CHECK = ("GPU check: render a 2 s U case and measure the mean vertical optical flow (or the horizon row) over "
-               "frames 1-34: scene moving down in the frame = camera tilts up (labels hold); moving up = U must be "
-               "-mouse[0]")
+               "frames 1-34: scene moving down in the frame = camera tilts up (labels hold, pitch_sign=+1); moving up "
+               "= U must be -mouse[0] (pitch_sign=-1)")
+#: pitch_sign=+1: U = +mouse[0] (the labels, the default); -1: U = -mouse[0] (the integrator's sign)
+PITCH_SIGNS = {"+1": 1, "1": 1, "-1": -1}
+COMMIT = "71c3cd7f741311f8100f6cf9cde942b6c1378d11"
+CKPT_DIR = "CKPT/Matrix-Game-3.0"
+
+#: worldgate's own module beside generate.py: the file input ``--actions`` and ``--no_overlay``
+INPUTS_MODULE = '''"""worldgate's inputs for Matrix-Game 3.0's generate.py (``--actions NPZ``, ``--no_overlay``, added by
+worldgate's patch).
+
+``--actions``: the file holds ``keyboard_cond`` [F, 6] ([W, S, A, D, 0, 0]) and ``mouse_cond`` [F, 2] ([pitch, yaw])
+float rows, one per video frame (F = 57 + 40 (num_iterations - 1)), as worldgate's plan writes them. ``get_data``
+returns them in place of the random ``Bench_actions_universal`` rows, as the float32 tensors ``combine_data`` builds;
+the pipeline integrates its poses from them as it would from its own.
+``--no_overlay``: ``process_video`` writes the decoded frames without the key and mouse overlay (same writer and fps).
+"""
+
+import os
+
+import numpy as np
+import torch
+
+#: the arrays of the file and their widths
+WIDTHS = {"keyboard_cond": 6, "mouse_cond": 2}
+#: set by configure, read by process_video (an environment variable: the spawned async VAE worker inherits it)
+NO_OVERLAY_ENV = "WORLDGATE_NO_OVERLAY"
+_actions = None
+
+
+def configure(args):
+    """Take ``--actions`` and ``--no_overlay`` from generate.py's arguments."""
+    global _actions
+    _actions = getattr(args, "actions", None) or None
+    if getattr(args, "no_overlay", False):
+        os.environ[NO_OVERLAY_ENV] = "1"
+    else:
+        os.environ.pop(NO_OVERLAY_ENV, None)
+
+
+def actions(keyboard_condition_all, mouse_condition_all, num_frames):
+    """The file's ``(keyboard, mouse)`` rows when ``--actions`` was given, else the script's own; a file that does not
+    fit this run (rows, widths, non-finite values) is refused."""
+    if not _actions:
+        return keyboard_condition_all, mouse_condition_all
+    with np.load(_actions, allow_pickle=False) as z:
+        missing = sorted(set(WIDTHS) - set(z.files))
+        if missing:
+            raise ValueError(f"{_actions}: missing {missing} (worldgate's actions.npz holds keyboard_cond and "
+                             "mouse_cond)")
+        rows = {k: np.asarray(z[k], dtype=np.float32) for k in WIDTHS}
+    for k, width in WIDTHS.items():
+        if rows[k].shape != (num_frames, width):
+            raise ValueError(f"{_actions}: {k} is {rows[k].shape}, this run needs {(num_frames, width)} (rows = "
+                             "57 + 40 * (num_iterations - 1))")
+        if not np.isfinite(rows[k]).all():
+            raise ValueError(f"{_actions}: {k} holds non-finite values")
+    return torch.from_numpy(rows["keyboard_cond"]), torch.from_numpy(rows["mouse_cond"])
+
+
+def no_overlay():
+    return os.environ.get(NO_OVERLAY_ENV) == "1"
+'''
+
+#: worldgate's patch: ``--actions NPZ`` for get_data, ``--no_overlay`` for the writer (module docstring)
+PATCH = Patch(
+    model="matrix-game-3", version="1",
+    edits=(
+        Edit("generate.py",
+             '    parser.add_argument("--use_base_model", action="store_true", help="Enable base model inference.")\n',
+             '    parser.add_argument("--actions", type=str, default=None,\n'
+             '                        help="worldgate: .npz of keyboard_cond [F, 6] and mouse_cond [F, 2] rows, used by "\n'
+             '                             "get_data in place of the random benchmark actions")\n'
+             '    parser.add_argument("--no_overlay", action="store_true",\n'
+             '                        help="worldgate: write the decoded frames without the key/mouse overlay")\n'),
+        Edit("generate.py", "    args = _parse_args()\n",
+             "    import worldgate_inputs\n"
+             "\n"
+             "    worldgate_inputs.configure(args)\n"),
+        Edit("utils/utils.py", "    mouse_condition_all = actions['mouse_condition']\n",
+             "    import worldgate_inputs\n"
+             "\n"
+             "    keyboard_condition_all, mouse_condition_all = worldgate_inputs.actions(keyboard_condition_all,\n"
+             "                                                                          mouse_condition_all, num_frames)\n"),
+        Edit("utils/visualize.py",
+             "def process_video(input_video, output_video, config, mouse_icon_path, mouse_scale=1.0, mouse_rotation=0, "
+             "default_frame_res=(704, 1280)):\n",
+             "    import worldgate_inputs\n"
+             "\n"
+             "    if worldgate_inputs.no_overlay():\n"
+             "        export_to_video([frame / 255 for frame in input_video], output_video, fps=17)\n"
+             "        return\n"),
+        Edit("worldgate_inputs.py", None, INPUTS_MODULE),
+    ),
+    summary="--actions NPZ: get_data returns keyboard_cond [F, 6] / mouse_cond [F, 2] in place of the random actions; "
+            "--no_overlay: the writer draws no keys or mouse",
+    flags=("--actions", "--no_overlay"),
+)
 
 
 def num_iterations_for(n_frames_after_image: int) -> int:
@@ -154,11 +284,16 @@ class MatrixGame3(RepoAdapter):
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-3/)",
         entry="generate.py",
         hf_id="Skywork/Matrix-Game-3.0",
-        patches={"generate.py": "--actions"},
-        patch_doc="docs/probes/matrix-game-3.md (the patch adds --actions NPZ: get_data returns its keyboard/mouse arrays)",
+        patch=PATCH, commit=COMMIT, subdir="Matrix-Game-3",
+        patch_doc="adapters/matrix_game_3.py (PATCH: --actions NPZ for get_data, --no_overlay); "
+                  "docs/probes/matrix-game-3.md",
+        weights_patterns=tuple(f"Matrix-Game-3.0/{f}" for f in (
+            "base_distilled_model/*", "models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "MG-LightVAE_v2.pth",
+            "Wan2.2_VAE.pth")),
+        requirements=("requirements.txt",),
     )
     info = AdapterInfo(
-        name="matrix-game-3", version="0.1", width=W, height=H, fps=FPS,
+        name="matrix-game-3", version="0.2", width=W, height=H, fps=FPS,
         fps_source="writer: export_to_video(fps=17) (utils/visualize.py:167); config sample_fps=16 is unused; "
                    "README 40fps is generation speed",
         chunk_frames=CLIP_NEW, first_chunk_frames=FIRST_CLIP,
@@ -171,13 +306,25 @@ class MatrixGame3(RepoAdapter):
         intrinsics_regime=2, aspect_policy="crop", context_policies=("sliding_window", "fov"),
         hf_ids=("Skywork/Matrix-Game-3.0",), repository="https://github.com/SkyworkAI/Matrix-Game (Matrix-Game-3/)",
         licence="Apache-2.0", integration="B",
-        notes="no action-file input upstream: a patch makes get_data return actions.npz; the writer overlays "
-              "keys/mouse on frames, so keep raw frames; memory = 5 latents by FOV overlap, no KV cache; "
-              f"pitch: {PITCH_QUESTION}; {PITCH_CHECK}",
+        notes="no action-file input upstream: a patch makes get_data return actions.npz and writes without the "
+              "key/mouse overlay (--no_overlay); memory = 5 latents by FOV overlap, no KV cache; "
+              f"pitch: {PITCH_QUESTION}; model arg pitch_sign=+1 (default: U = +mouse[0]) or -1; {PITCH_CHECK}",
     )
     FPS = FPS
+    multi_gpu = ("torchrun --nproc_per_node=N generate.py --dit_fsdp --t5_fsdp --ulysses_size N (README.md:24, 54; "
+                 "test.sh:11-13, 46-52; generate.py:16-21, 101-118)")
+
+    def pitch_sign(self) -> int:
+        v = self.model_args.get("pitch_sign", "+1")
+        key = str(v).strip() if not isinstance(v, bool) else ""
+        if key not in PITCH_SIGNS:
+            raise AdapterError(f"matrix-game-3: pitch_sign must be +1 (U = +mouse[0], the labelled 'camera_up') or -1 "
+                               f"(U = -mouse[0]), got {v!r}")
+        return PITCH_SIGNS[key]
 
     def plan(self, case) -> NativeInputs:
+        sign = self.pitch_sign()
+        gpus = self.gpus()
         traj = case.trajectory
         n = traj.n_frames(self.FPS)  # frames after the conditioning frame
         iters = num_iterations_for(n)
@@ -199,7 +346,7 @@ class MatrixGame3(RepoAdapter):
             # one mouse value per segment: the segment's commanded angle change spread over its rows, in the
             # pipeline's unit of 15 degrees per frame (so every segment ends exactly on its commanded angle)
             ys, ps = LOOK_RATE[s.look]
-            d_yaw, d_pitch = ys * traj.yaw_rate * s.seconds, ps * traj.pitch_rate * s.seconds
+            d_yaw, d_pitch = ys * traj.yaw_rate * s.seconds, sign * ps * traj.pitch_rate * s.seconds
             m = [d_pitch / ((b - a) * DEG_PER_UNIT), d_yaw / ((b - a) * DEG_PER_UNIT)]  # [pitch, yaw]
             for v, axis in zip(m, ("pitch", "yaw")):
                 if v != 0.0 and abs(v) < MOUSE_THRESHOLD:
@@ -220,7 +367,9 @@ class MatrixGame3(RepoAdapter):
             "integration uses the float32 values",
         ]
         if any(ms[:, 0]):
-            caveats.append(f"pitch sign {PITCH_QUESTION} ({PITCH_CHECK})")
+            caveats.append(f"pitch sign {PITCH_QUESTION}: this plan emits U as {'+' if sign > 0 else '-'}mouse[0] "
+                           f"(pitch_sign={sign:+d}; --model-args pitch_sign={-sign:+d} emits the other sign) "
+                           f"({PITCH_CHECK})")
         if F - 1 > n:
             caveats.append(f"{F - 1 - n} trailing frames (to reach 57 + 40k) carry no action: the camera holds")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
@@ -233,9 +382,12 @@ class MatrixGame3(RepoAdapter):
             intr["crop"] = {"top": top, "left": left, "height": ch, "width": cw, "then": "bicubic resize to 704x1280"}
             if case.intrinsics:
                 intr["case_hfov_after_crop_deg"] = horizontal_fov_deg(case.intrinsics[0], cw)
-        cmd = (f"python generate.py --size 704*1280 --ckpt_dir CKPT/Matrix-Game-3.0 --image {image_arg(case)} "
-               f"--prompt \"$(cat prompt.txt)\" --num_iterations {iters} --num_inference_steps 3 --seed SEED "
-               f"--save_name {case.id} --output_dir OUT --actions actions.npz  # --actions is added by the worldgate patch")
+        sp = f" --dit_fsdp --t5_fsdp --ulysses_size {gpus}" if gpus > 1 else ""  # README.md:54; test.sh:46-47
+        cmd = torchrun(gpus, (
+            f"generate.py --size 704*1280{sp} --ckpt_dir {CKPT_DIR} --image {image_arg(case)} "
+            f"--prompt \"$(cat prompt.txt)\" --num_iterations {iters} --num_inference_steps 3 --seed SEED "
+            f"--save_name {case.id} --output_dir OUT --actions actions.npz --no_overlay  "
+            "# --actions and --no_overlay are added by the worldgate patch"))
         clips = [(0, FIRST_CLIP)] + [(FIRST_CLIP + CLIP_NEW * k - 56, FIRST_CLIP + CLIP_NEW * k) for k in range(1, iters)]
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
@@ -245,6 +397,7 @@ class MatrixGame3(RepoAdapter):
                    "command.txt": cmd + "\n"},
             intrinsics=intr, prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
             extra={"num_iterations": iters, "image": case.image, "segment_mouse_pitch_yaw": seg_mouse,
+                   "pitch_sign": sign, "gpus": gpus, "output_video": f"{case.id}.mp4",
                    "clip_windows": clips, "new_frames_per_clip": [FIRST_CLIP] + [CLIP_NEW] * (iters - 1),
                    "extrinsics_all": "re-computed pipeline integration (utils/utils.py:14-116), not an input"},
         )
