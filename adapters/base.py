@@ -89,6 +89,24 @@ def with_seed(command: str, seed: int | None) -> str:
     return command if seed is None else _SEED_TOKEN.sub(str(int(seed)), command)
 
 
+def check_plan_intrinsics(plan: "NativeInputs") -> None:
+    """The record's intrinsics block as evaluate reads it: ``intrinsics["native"]``, when given, is ``[fx, fy, cx,
+    cy]`` in pixels of the plan's own size (``plan.width`` x ``plan.height``), whatever units the model itself takes
+    (those go beside it, e.g. ``native_model`` with ``native_model_units``). Raises AdapterError naming the adapter: a
+    plan that breaks this would write records evaluate refuses."""
+    from worldgate.trajectories.suites import SuiteError, check_intrinsics
+
+    k = (plan.intrinsics or {}).get("native")
+    if k is None:
+        return
+    try:
+        check_intrinsics(list(k) if isinstance(k, (list, tuple, np.ndarray)) else k, (plan.width, plan.height),
+                         f"{plan.adapter} plan of {plan.case_id}: intrinsics.native")
+    except SuiteError as e:
+        raise AdapterError(f"{e} (it must be [fx, fy, cx, cy] in pixels of the plan's {plan.width}x{plan.height}; "
+                           "the model's own units go in intrinsics.native_model): a defect of the adapter") from None
+
+
 def horizontal_fov_deg(fx: float, width: float) -> float:
     return math.degrees(2 * math.atan(width / (2 * fx)))
 
@@ -227,6 +245,11 @@ class Adapter:
             return None
         return f"{self.info.name} cannot apply context policy {name!r} (it supports: " \
                f"{', '.join(self.info.context_policies) or 'none'})"
+
+    def provenance(self) -> dict | None:
+        """Where the model's code and weights came from (a repository model: its checkout's commit and patch), or
+        None (the Engine; diffusers models record their id in ``info.hf_ids``)."""
+        return None
 
     def resolved_config(self) -> dict:
         return {"adapter": self.info.name, "version": self.info.version, "model_args": _jsonable(self.model_args)}

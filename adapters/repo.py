@@ -353,6 +353,26 @@ class RepoAdapter(Adapter):
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
         self._paths = check_checkout(self.info.name, self.repo_spec, self.model_args)
 
+    def provenance(self) -> dict | None:
+        """The checkout that ran (path, commit, whether it is the pinned one, the patch version) and the weights
+        (path; the Hub revision when ``worldgate setup`` downloaded them)."""
+        if self._paths is None:
+            return None
+        spec, repo = self.repo_spec, self._paths["repo"]
+        try:
+            head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                                  timeout=10).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            head = None
+        weights_rev = None
+        if self.model_args.get("setup"):
+            weights_rev = ((read_setup(self.info.name, self.model_args["setup"]).get("weights") or {})
+                           .get("revision"))
+        return {"repository": spec.url, "checkout": str(repo), "commit": head, "pinned_commit": spec.commit or None,
+                "at_pinned_commit": bool(head and head == spec.commit),
+                "patch": spec.patch.version if spec.patch else None, "weights": str(self._paths["ckpt"]),
+                "weights_revision": weights_rev, "hf_id": spec.hf_id, "gpus": self._paths.get("gpus", 1)}
+
     def context_support(self, name: str) -> str | None:
         return (f"{self.info.name} runs its official entry point, which applies its own cache "
                 f"({', '.join(self.info.context_policies) or 'none listed'}); no context policy can be chosen from "

@@ -23,10 +23,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from worldgate.generate.provenance import environment, models_of
 from worldgate.generate.records import RecordError, candidate_records, git_hash, read_meta, read_record_json, record_views
 from worldgate.trajectories.registry import did_you_mean
 
 from . import metrics as M
+from . import protocol as PR
+from . import uncertainty as U
 from .csv_cells import write_csv
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .metrics import benchmarks, metric_info, score_record
@@ -123,6 +126,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "versions": dict(versions()),
         "git": _git(),
         "records": len(folders),
+        "protocol": PR.run_protocol(_read_json(run / "run.json"), samples, backend, P, M.params(None)),
+        "provenance": {**environment(), "models": models_of({ex.name: ex.config() for ex in extractors})},
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
         "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")},
         "features": feat_stats,
@@ -133,7 +138,18 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             b.finish(results, samples, metrics, collected=collected.get(b.name), backend=backend, P=P)
     if write:
         _write_atomic(run / "samples.jsonl", "".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
-        _write_atomic(run / "results.json", json.dumps(_clean(results), indent=2, sort_keys=True))
+        text = json.dumps(_clean(results), indent=2, sort_keys=True)
+        _write_atomic(run / "results.json", text)  # the latest; every evaluation is also kept in results/
+        hist = run / "results"
+        if not hist.is_symlink():
+            hist.mkdir(exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            name, k = stamp, 1
+            while os.path.lexists(hist / f"results_{name}.json"):  # two evaluations within one second
+                k += 1
+                name = f"{stamp}-{k}"
+            _write_atomic(hist / f"samples_{name}.jsonl", (run / "samples.jsonl").read_text(encoding="utf-8"))
+            _write_atomic(hist / f"results_{name}.json", text)
     return results
 
 
@@ -166,8 +182,25 @@ def aggregate(samples: list[dict], metrics: set[str] | None = None) -> dict:
             "n": len(vals),
             "coverage": len(vals) / n if n else 0.0,
             "unavailable": reasons,
+            "ci": U.interval(vals),
         }
+        by_case = seeds_by_case(samples, m)
+        if by_case is not None:  # several seeds per case: the case is the unit; the interval counts both spreads
+            ci = U.seeds_interval(by_case)
+            agg[m].update(mean=float(np.mean([np.mean(v) for v in by_case.values()])), ci=ci,
+                          seeds={"cases": len(by_case), "seeds_per_case": max(len(v) for v in by_case.values()),
+                                 "between_seed_sd": ci["seed_sd"] if ci else None})
     return {"metrics": agg}
+
+
+def seeds_by_case(samples: list[dict], m: str) -> dict | None:
+    """case -> its values of ``m`` over seeds, where some case was rolled out with more than one seed, else None."""
+    out: dict[str, list] = {}
+    for s in samples:
+        v = (s.get("scores") or {}).get(m)
+        if v is not None:
+            out.setdefault(str((s.get("tags") or {}).get("seed_of") or s.get("case")), []).append(v)
+    return out if out and max(len(v) for v in out.values()) > 1 else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -230,50 +263,69 @@ def _clean(x):
     return x
 
 
+def _pm(a: dict, digits: int) -> str:
+    ci = a.get("ci")
+    if not ci or ci.get("low") is None:
+        return ""
+    half = max(ci["high"] - a["mean"], a["mean"] - ci["low"], 0.0)
+    return f" ±{half:.{digits}f}"
+
+
 def format_table(results: list[dict]) -> str:
-    """One column per run (the run's folder name), one row per metric, with coverage."""
+    """One column per run (the run's folder name), one row per metric: value ± half its 95 % interval (records
+    scored/records); each run's protocol status under the table."""
     names = [Path(r["run"]).name for r in results]
     ids = [m for m in metric_info() if any(m in r["metrics"] for r in results)]
     w0 = max(len(metric_info()[m]["name"]) for m in ids) + 2
-    lines = ["metric".ljust(w0) + "".join(n[:22].rjust(24) for n in names)]
+    lines = ["metric".ljust(w0) + "".join(n[:26].rjust(28) for n in names)]
     for m in ids:
         cells = []
         for r in results:
             a = r["metrics"].get(m)
             if not a or a["mean"] is None:
-                cells.append("n/a".rjust(24))
+                cells.append("n/a".rjust(28))
             else:
-                v = a["mean"]
-                cells.append(f"{v:.3f} ({a['n']}/{r['records']})".rjust(24) if metric_info()[m]["range"] != "0-100"
-                             else f"{v:.1f} ({a['n']}/{r['records']})".rjust(24))
+                d = 1 if metric_info()[m]["range"] == "0-100" else 3
+                cells.append(f"{a['mean']:.{d}f}{_pm(a, d)} ({a['n']}/{r['records']})".rjust(28))
         lines.append(metric_info()[m]["name"].ljust(w0) + "".join(cells))
     backs = sorted({b["backend"] for r in results for b in r["backends"].values()})
-    lines.append(f"(value (records scored/records); backend: {', '.join(backs)})")
+    lines.append(f"(value ±half its 95 % interval (records scored/records); backend: {', '.join(backs)})")
+    lines += [f"{n}: {PR.header(r.get('protocol'))}" for n, r in zip(names, results) if not r.get("imported")]
     return "\n".join(lines)
 
 
-def write_leaderboard(results: list[dict], out: Path) -> tuple[Path, Path]:
+def write_leaderboard(results: list[dict], out: Path, allow_mixed: bool = False) -> tuple[Path, Path]:
     # imported runs (a benchmark's own results, labelled imported) stand beside any backend's
     backs = {json.dumps(sorted({b["backend"] for b in r["backends"].values()})) for r in results
              if not r.get("imported")} or {json.dumps(["imported"])}
     if len(backs) > 1:
         raise ValueError("runs were scored with different backends; scores from different backends are never mixed "
                          "in one table: evaluate them all with the same --backend")
+    scored = [r for r in results if not r.get("imported")]
+    why = PR.mixed(scored) if len(scored) > 1 else []
+    if why and not allow_mixed:
+        raise ValueError("these runs cannot be ranked side by side: " + "; ".join(why) + ". Evaluate runs of one "
+                         "protocol, or pass --allow-mixed (every such cell is marked); `worldgate compare A B` "
+                         "compares two runs on the cases both hold")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ids = [m for m in metric_info() if any(r["metrics"].get(m, {}).get("mean") is not None for r in results)]
-    header = ["run", "records"] + ids
+    header = ["run", "records", "protocol"] + ids
+    mark = " †" if why else ""
     rows = []
     for r in results:
-        rows.append([Path(r["run"]).name, str(r["records"])] + [
-            "" if r["metrics"].get(m, {}).get("mean") is None else f"{r['metrics'][m]['mean']:.4g}" for m in ids])
+        status = (r.get("protocol") or {}).get("status", "imported" if r.get("imported") else "unknown")
+        rows.append([Path(r["run"]).name, str(r["records"]), status] + [
+            "" if r["metrics"].get(m, {}).get("mean") is None else f"{r['metrics'][m]['mean']:.4g}{mark}" for m in ids])
     csv = out / "leaderboard.csv"
     write_csv(csv, [header] + rows)  # quoted, and formula-looking names neutralised
     md = out / "leaderboard.md"
-    names = ["run", "records"] + [metric_info()[m]["name"] for m in ids]
+    names = ["run", "records", "protocol"] + [metric_info()[m]["name"] for m in ids]
     md.write_text("| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
                   "".join("| " + " | ".join(r) + " |\n" for r in rows) +
                   f"\nbackend: {json.loads(backs.pop())}\n" +
+                  (f"\n† mixed protocols (--allow-mixed): {'; '.join(why)}\n" if why else "") +
+                  "".join(f"{Path(r['run']).name}: {PR.header(r.get('protocol'))}\n" for r in scored) +
                   "".join(f"{Path(r['run']).name}: imported ({r['imported'].get('format', '?')}), not re-scored\n"
                           for r in results if r.get("imported")))
     return csv, md
@@ -304,7 +356,7 @@ def _imported_only(run: Path) -> dict | None:
 
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
                  out: str | None = None, progress: bool = True, judge: str | None = None,
-                 judge_device: str | None = None, params: dict | None = None) -> int:
+                 judge_device: str | None = None, params: dict | None = None, allow_mixed: bool = False) -> int:
     """Score runs, print the table, write results and (several runs) a leaderboard. Under a launcher the CLI has
     filled the feature cache in shards first (worldgate/dist.py); this is rank 0's part. ``judge``: a VLM's Hugging
     Face id, the judge of the benchmarks that take one (WorldMemBench's dynamic memory), on ``judge_device`` (default
@@ -337,7 +389,7 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
               f"(features computed {r['features']['computed']}, cached {r['features']['cached']})")
     if len(results) > 1:
         dest = Path(out) if out else Path(runs[0]).resolve().parent
-        csv, md = write_leaderboard(results, dest)
+        csv, md = write_leaderboard(results, dest, allow_mixed=allow_mixed)
         print(f"leaderboard: {csv} and {md}")
     if any(r["records"] and len(r["errors"]) == r["records"] for r in results):  # nothing scored is a failure
         print("error: no record of " + ", ".join(Path(r["run"]).name for r in results

@@ -47,6 +47,7 @@ from worldgate import __version__
 from worldgate.adapters.base import file_bytes
 from worldgate.trajectories.suites import check_case_id
 
+from .provenance import environment
 from .case_files import case_dynamic, case_targets, transform_mask  # noqa: F401  (part of the record API)
 from .record_files import (  # noqa: F401  (part of the record API)
     MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _link_target, check_record_file, read_record_array, read_record_bytes,
@@ -567,6 +568,8 @@ def _base_meta(kind, case, adapter, plan, seed, config, views) -> dict:
         "git": git_hash(),
         "config": config,
         "views": views,
+        "provenance": environment(),
+        "model_source": adapter.provenance(),
     }
     if no_seed:
         meta["seed_note"] = f"{adapter.info.name} takes no seed: {no_seed}"

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from worldgate import __version__
 from worldgate.adapters import MODELS, Adapter, AdapterError, get_adapter
+from worldgate.adapters.base import check_plan_intrinsics
 from worldgate.adapters.context import ContextPolicy, make_policy
 from worldgate.trajectories.core import MAX_SEGMENT_SECONDS, MIN_SEGMENT_SECONDS, TrajectoryError, short_repr
 from worldgate.trajectories.registry import did_you_mean
@@ -349,6 +350,52 @@ def select_cases(cases, limit: int | None = None, shard: tuple[int, int] | None 
     return cases
 
 
+MAX_SEEDS = 100
+
+
+def check_seeds(seeds) -> list[int] | None:
+    """``--seeds 0,1,2``: distinct integers in [0, MAX_SEED], at most MAX_SEEDS of them (None: one seed, --seed)."""
+    if seeds is None:
+        return None
+    if isinstance(seeds, str):
+        seeds = [x for x in seeds.split(",") if x.strip()]
+    out = []
+    for x in seeds:
+        if isinstance(x, bool) or not (isinstance(x, int) or (isinstance(x, str) and x.strip().isdigit())):
+            raise ValueError(f"--seeds: {x!r} is not a whole number (e.g. --seeds 0,1,2)")
+        out.append(check_seed(int(str(x).strip(), 10)))
+    if not out or len(out) > MAX_SEEDS or len(set(out)) != len(out):
+        raise ValueError(f"--seeds: 1 to {MAX_SEEDS} distinct seeds, got {seeds!r}")
+    return out
+
+
+def with_seeds(cases, seeds):
+    """One case per case and seed (``<id>-seed<S>``, tags ``seed`` and ``seed_of``), or the cases as they are."""
+    if not seeds:
+        return cases
+    return [dataclasses.replace(c, id=f"{c.id}-seed{s}", tags={**(c.tags or {}), "seed": s, "seed_of": c.id})
+            for c in cases for s in seeds]
+
+
+def case_set_digest(cases) -> str:
+    """sha256 over every case of the suite as loaded: id, trajectory, prompt, image bytes, intrinsics, scene, tags
+    (what a protocol fixes; two runs with the same digest ran the same case set)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for c in cases:
+        img = getattr(c, "image", None)
+        try:
+            img_sha = hashlib.sha256(Path(img).read_bytes()).hexdigest() if img else None
+        except OSError:
+            img_sha = f"unreadable:{img}"
+        row = {"id": c.id, "trajectory": repr(getattr(c, "trajectory", None)), "prompt": getattr(c, "prompt", ""),
+               "image": img_sha, "intrinsics": getattr(c, "intrinsics", None),
+               "scene": getattr(c, "scene", None), "tags": getattr(c, "tags", None)}
+        h.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
 def build_config(model: str, suite: str, model_args: dict, suite_args: dict, seed: int, dry_run: bool,
                  limit: int | None, trajectory_seconds: float | None, data: str | None) -> dict:
     return {
@@ -362,9 +409,12 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                  limit: int | None = None, seed: int = 0, dry_run: bool = False, overrides: list[str] | None = None,
                  model_args: dict | None = None, full: bool = False, device: str = "cpu",
                  shard: tuple[int, int] | None = None, progress: bool = True, context: str | None = None,
-                 budget: int | None = None, check_only: bool = False) -> GenerateResult:
+                 budget: int | None = None, check_only: bool = False,
+                 seeds: list[int] | None = None) -> GenerateResult:
     """``shard=(rank, world)``: this process's share of the cases (the CLI passes the launcher's, see dist.py).
     ``check_only``: check every argument and plan nothing (what a job-array launcher does before it submits).
+    ``seeds``: one record per case and seed, ``<case>-seed<S>`` (tags ``seed`` and ``seed_of``), each rolled out with
+    its own seed (``seed`` is then unused); resumable like any run.
 
     Every argument is checked before anything is written: unknown override keys (did-you-mean), out-of-range values,
     ``limit`` < 1, an empty suite and an ``out`` that is a file are errors."""
@@ -385,7 +435,10 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
     cases = load_suite(suite, data=data, **sargs)
     if not cases:
         raise SuiteError(f"suite {suite!r} has no cases")
-    cases = select_cases(cases, limit, shard)
+    suite_cases, suite_digest = len(cases), case_set_digest(cases)
+    seeds = check_seeds(seeds)
+    cases = with_seeds(select_cases(cases, limit), seeds)
+    cases = select_cases(cases, None, shard)
     if not cases:  # a launcher rank whose share is empty (fewer cases than processes)
         log.warning("no cases for shard %s of suite %s", shard, suite)
     if traj_seconds is not None:
@@ -407,6 +460,7 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
         raise
     result = GenerateResult(out=out)
     config = build_config(model, suite, margs, sargs, seed, dry_run, limit, traj_seconds, data)
+    config.update(suite_cases=suite_cases, suite_digest=suite_digest, seeds=seeds)
     config["context"] = policy.describe() if policy is not None else None
     run_json = out / "run.json"
     if not run_json.exists():  # several processes may race here: write whole, rename into place
@@ -471,13 +525,15 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                 result.skipped.append(case.id)
                 continue
             plan = adapter.plan(case)
+            check_plan_intrinsics(plan)  # a plan evaluate would refuse is the adapter's defect, said here
+            case_seed = int(case.tags["seed"]) if seeds else seed
             if dry_run:
-                write_plan(out, case, adapter, plan, seed, config)
+                write_plan(out, case, adapter, plan, case_seed, config)
             else:
                 if not loaded:
                     adapter.load(device=device)
                     loaded = True
-                write_rollout(out, case, adapter, plan, seed, config, context=policy)
+                write_rollout(out, case, adapter, plan, case_seed, config, context=policy)
             result.done.append(case.id)
             _log_job(out, case.id, "ok", time.perf_counter() - t0)
         except KeyboardInterrupt:

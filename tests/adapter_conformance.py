@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from worldgate.adapters import get_adapter
+from worldgate.adapters.base import check_plan_intrinsics
 from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
 
@@ -57,6 +58,7 @@ class AdapterConformance:
         assert "case_hfov_deg" in K and "native_hfov_deg" in K
         if K["regime"] == 4:
             assert K["native"] is not None and K["transform"]
+        check_plan_intrinsics(plan)  # [fx, fy, cx, cy] in pixels of the plan's size: what evaluate reads
 
     def test_native_files_round_trip(self, adapter, tmp_path):
         plan = adapter.plan(worldmark_case(7))

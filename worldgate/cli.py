@@ -17,6 +17,7 @@ from worldgate.evaluate.report import read_results, write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
 from worldgate.evaluate.worldmark.imported import import_worldmark_results, is_results_root
 from worldgate.evaluate.worldmark.results_tree import write_worldmark_results
+from worldgate.experiments.compare import add_parser as add_compare_parser
 from worldgate.experiments.context import compare_context
 from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
@@ -37,6 +38,8 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full", action="store_true", help="full-size Engine suites (default: a small subset)")
     p.add_argument("--limit", type=int, help="only the first K cases")
     p.add_argument("--seed", type=int, default=0, help="rollout seed (same seed, same frames)")
+    p.add_argument("--seeds", help="several seeds, e.g. 0,1,2: one record per case and seed (<case>-seed<S>); "
+                                   "evaluate reports the mean over seeds and intervals that count both")
     p.add_argument("--out", help="run folder (default runs/MODEL-SUITE)")
     p.add_argument("--dry-run", action="store_true", help="write each case's native inputs, render nothing")
     p.add_argument("--model-args", help="comma-separated key=value for the adapter, e.g. repo=PATH,width=128")
@@ -58,14 +61,14 @@ def cmd_generate(a: argparse.Namespace) -> int:
         kwargs = dict(model=a.model, suite=a.suite, out=str(a.out or Path("runs") / f"{a.model}-{a.suite}"),
                       data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run, overrides=a.overrides,
                       model_args=parse_model_args(a.model_args), full=a.full, device=a.device, context=a.context,
-                      budget=a.budget)
+                      budget=a.budget, seeds=a.seeds)
         run_generate(**kwargs, check_only=True)  # every argument checked here, before anything is submitted
         return cluster.launch_generate(kwargs, a.launcher, a.tasks, cluster.parse_slurm(a.slurm), wait=not a.no_wait)
     rank, world = dist.rank_world()  # under `accelerate launch`: this process's share of the cases
     res = run_generate(a.model, a.suite, a.out, data=a.data, limit=a.limit, seed=a.seed, dry_run=a.dry_run,
                        overrides=a.overrides, model_args=parse_model_args(a.model_args), full=a.full,
                        device=a.device, progress=not a.no_progress, context=a.context, budget=a.budget,
-                       shard=(rank, world) if world > 1 else None)
+                       shard=(rank, world) if world > 1 else None, seeds=a.seeds)
     what = "planned" if a.dry_run else "generated"
     print(f"{what} {len(res.done)}, skipped {len(res.skipped)} complete, failed {len(res.failed)} -> {res.out}")
     if getattr(res, "claimed", None):
@@ -89,6 +92,8 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
                                                      "unavailable and only the measured probe, a proxy, is reported)")
     p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
     cluster.add_launcher_args(p, wait=False)
+    p.add_argument("--allow-mixed", action="store_true", help="rank runs of different protocols or case sets in one "
+                                                               "leaderboard (every such cell is marked)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a threshold or option of a benchmark's PARAMS (worldgate.evaluate.metrics.params()), e.g. "
                         "WorldMark's deviations wm_time_base_real_fps=1 or wm_flow_full_scale=1 (repeatable; "
@@ -137,7 +142,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
             return 0
     params = _params(a.param)
     return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
-                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device, params=params)
+                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device, params=params,
+                        allow_mixed=a.allow_mixed)
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
@@ -320,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--out", default="runs/compare-context")
     cc.add_argument("overrides", nargs="*", metavar="key=value")
     cc.set_defaults(fn=cmd_compare_context)
+    add_compare_parser(sub)
     rp = sub.add_parser("report", help="leaderboard tables, plots and an HTML viewer for scored runs")
     rp.add_argument("runs", nargs="+", help="run folders scored by `evaluate`")
     rp.add_argument("--out", required=True, help="report folder")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
+from ..uncertainty import cluster_interval
 from .consistency import MemoryConfig, c1_entry, c2_entry, hardcut_record, split_delta
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT
 from .geometry import global_memory, vggt_global_memory
@@ -287,6 +288,13 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
         how = ("100 (x - 1) / 4 of the videos' mean Q-Align score (fm:24, 79)" if col in ("QA_q", "QA_a")
                else "every segment of every video pooled (fm:14-18)")
         m.update(per_record_mean=m.get("mean"), mean=v, aggregation=f"WorldMark final_master: {how}")
+        if col in ACTION_COLS:  # segments of one video move together: a cluster bootstrap over videos
+            segs = [(s["scores"][mid], len(((s.get("detail") or {}).get(mid) or {}).get("segments") or ()))
+                    for s in samples if (s.get("scores") or {}).get(mid) is not None]
+            ci = cluster_interval([v * n for v, n in segs], [n for _, n in segs])
+            if ci is not None:
+                ci["method"] += " of each video's segment mean, weighted by its segment count"
+                m["ci"] = ci
 
 
 #: the named deviations from WorldMark's evaluation code a user may turn on (PARAMS, off = WorldMark's quirk)
