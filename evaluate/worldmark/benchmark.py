@@ -288,12 +288,20 @@ def finish(results: dict, samples: list[dict], wanted: set | None = None, collec
         how = ("100 (x - 1) / 4 of the videos' mean Q-Align score (fm:24, 79)" if col in ("QA_q", "QA_a")
                else "every segment of every video pooled (fm:14-18)")
         m.update(per_record_mean=m.get("mean"), mean=v, aggregation=f"WorldMark final_master: {how}")
-        if col in ACTION_COLS:  # segments of one video move together: a cluster bootstrap over videos
-            segs = [(s["scores"][mid], len(((s.get("detail") or {}).get(mid) or {}).get("segments") or ()))
-                    for s in samples if (s.get("scores") or {}).get(mid) is not None]
-            ci = cluster_interval([v * n for v, n in segs], [n for _, n in segs])
+        if col in ACTION_COLS:  # segments of one video (and a case's seeds) move together: a cluster bootstrap
+            sums: dict[str, list] = {}
+            for s in samples:
+                v = (s.get("scores") or {}).get(mid)
+                if v is not None:
+                    n = len(((s.get("detail") or {}).get(mid) or {}).get("segments") or ())
+                    key = str((s.get("tags") or {}).get("seed_of") or s.get("case"))
+                    acc = sums.setdefault(key, [0.0, 0])
+                    acc[0], acc[1] = acc[0] + v * n, acc[1] + n
+            ci = cluster_interval([a for a, _ in sums.values()], [n for _, n in sums.values()])
             if ci is not None:
-                ci["method"] += " of each video's segment mean, weighted by its segment count"
+                ci["method"] = ci["method"].replace("videos", "cases (a case's videos over seeds together)") \
+                    if len(sums) < sum(1 for s in samples if (s.get("scores") or {}).get(mid) is not None) else ci["method"]
+                ci["method"] += ": each video's segment mean weighted by its segment count"
                 m["ci"] = ci
 
 
