@@ -33,8 +33,28 @@ plan's L), ``--height`` 352 / ``--width`` 640 (passed), ``--seed`` 0 (SEED), ``-
 file). No caps or smoothing exist.
 
 Integration B: ``inference.py`` builds actions only from a named ``--action_type`` (inference.py:36-68, 182-185). The
-worldgate patch (marker ``--actions``) adds ``--actions NPZ`` whose ``keyboard_condition`` [F, 6] and
-``mouse_condition`` [F, 2] replace ``make_action``'s output (inference.py:272-276).
+worldgate patch (:data:`PATCH`, marker ``worldgate-patch forgewm v1``) adds ``--actions NPZ`` (after ``--seed``,
+inference.py:191) and, just before ``build_conditional_dict`` (inference.py:278), replaces ``make_action``'s tensors
+(inference.py:272-276) with the file's ``keyboard_condition`` [F, 6] and ``mouse_condition`` [F, 2] as [1, F, dim]
+tensors of the same dtype, through ``worldgate_inputs.py`` created beside ``inference.py``; a file whose row count is
+not ``(num_frames - 1) * 4 + 1`` (inference.py:270) or whose widths differ from the config's ``keyboard_dim_in`` /
+``mouse_dim_in`` is refused. Nothing else changes: the config, the image path and the writer are the script's.
+
+Installing and weights: ``pip install -r requirements.txt`` then ``pip install flash-attn --no-build-isolation``
+(README.md:89-90; the repository has no other requirement file, pyproject or environment file). The command reads
+only ``stage3/model.pt`` of ``asdfo123/ForgeWM`` (README.md:100; ``weights_patterns``); the Matrix-Game 2.0 base
+comes from ``Skywork/Matrix-Game-2.0`` through ``bash scripts/download_models.sh`` into the checkout's
+``ckpts/MG2-base`` (scripts/download_models.sh:29-30, 61-76).
+
+GPUs: one per case. The README runs inference on a single GPU only ("Inference (Single GPU)", README.md:106-115,
+``CUDA_VISIBLE_DEVICES=0 python inference.py``); torchrun appears only for training (README.md:134-137), and
+inference.py has no process group, sequence parallelism or FSDP (inference.py:194-196: one ``cuda`` device), so
+``gpus>1`` is refused.
+
+Output: ``--output_path OUT/<case>.mp4`` (the plan's ``output_video``, relative to OUT): ``imageio.get_writer(...,
+fps=12)`` (inference.py:295-302) writes 640x352 frames (noise at height/8 x width/8, inference.py:118, decoded by the
+Wan VAE), F = 4L - 3 of them for ``--num_frames L`` (``decode_to_pixel`` of L latents,
+pipeline/causal_inference.py:310).
 """
 
 from __future__ import annotations
@@ -45,19 +65,74 @@ from worldgate.trajectories.core import Move
 
 from .base import AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
 from .keymouse import key_mouse_rows
+from .patching import Edit, Patch
 from .repo import RepoAdapter, RepoSpec
 
 CAM_VALUE = 0.10  # inference.py:33
 KEY_ORDER = (Move.FORWARD, Move.BACK, Move.STRAFE_LEFT, Move.STRAFE_RIGHT)  # [W, S, A, D, -, -]
 FPS = 12.0
 WIDTH, HEIGHT = 640, 352
+COMMIT = "b0b06a6fd82099ffab318417c054788e1da01d2e"
+
+#: worldgate's own module beside inference.py: the file input ``--actions`` reads
+INPUTS_MODULE = '''\
+"""worldgate's action input for ForgeWM\'s inference.py (``--actions NPZ``, added by worldgate's patch).
+
+The file holds ``keyboard_condition`` [F, keyboard_dim] and ``mouse_condition`` [F, mouse_dim] float rows, one per video
+frame, as worldgate's plan writes them. They replace ``make_action``'s tensors: the same [1, F, dim] shape and dtype.
+"""
+
+import numpy as np
+import torch
+
+
+def load_actions(path, mouse_like, keyboard_like):
+    """``(mouse, keyboard)`` from ``path``, shaped and typed like ``make_action``'s ``mouse_like`` and
+    ``keyboard_like``; a file that does not fit this run (rows or widths) is refused."""
+    with np.load(path) as z:
+        missing = {"keyboard_condition", "mouse_condition"} - set(z.files)
+        if missing:
+            raise ValueError(f"{path}: missing {sorted(missing)} (worldgate's actions.npz holds keyboard_condition "
+                             "and mouse_condition)")
+        keyboard = np.asarray(z["keyboard_condition"], dtype=np.float32)
+        mouse = np.asarray(z["mouse_condition"], dtype=np.float32)
+    for name, got, like in (("keyboard_condition", keyboard, keyboard_like), ("mouse_condition", mouse, mouse_like)):
+        want = tuple(like.shape[1:])
+        if got.shape != want:
+            raise ValueError(f"{path}: {name} is {got.shape}, this run needs {want} (rows = (num_frames - 1) * 4 + 1 "
+                             "for --num_frames latents; width = the config's action_config)")
+        if not np.isfinite(got).all():
+            raise ValueError(f"{path}: {name} holds non-finite values")
+    return (torch.from_numpy(mouse).unsqueeze(0).to(mouse_like.dtype),
+            torch.from_numpy(keyboard).unsqueeze(0).to(keyboard_like.dtype))
+'''
+
+#: worldgate's patch: ``--actions NPZ`` in place of ``--action_type``'s palette (module docstring)
+PATCH = Patch(
+    model="forgewm", version="1",
+    edits=(
+        Edit("inference.py", '    parser.add_argument("--seed", type=int, default=0)\n',
+             '    parser.add_argument("--actions", type=str, default="",\n'
+             '                        help="worldgate: .npz of keyboard_condition [F, 6] and mouse_condition [F, 2] "\n'
+             '                             "rows, used in place of --action_type")\n'),
+        Edit("inference.py", "    conditional_dict = build_conditional_dict(\n",
+             "    if args.actions:\n"
+             "        from worldgate_inputs import load_actions\n"
+             "\n"
+             "        mouse_cond, keyboard_cond = load_actions(args.actions, mouse_cond, keyboard_cond)\n"
+             "\n", where="before"),
+        Edit("worldgate_inputs.py", None, INPUTS_MODULE),
+    ),
+    summary="--actions NPZ: keyboard_condition [F, 6] and mouse_condition [F, 2] replace make_action's palette",
+    flags=("--actions",),
+)
 
 
 class ForgeWM(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/asdfo123/ForgeWM", entry="inference.py", hf_id="asdfo123/ForgeWM",
-        patches={"inference.py": "--actions"},
-        patch_doc="adapters/forgewm.py (module docstring: --actions NPZ replaces make_action)")
+        patch=PATCH, patch_doc="adapters/forgewm.py (PATCH: --actions NPZ replaces make_action)", commit=COMMIT,
+        subdir="", weights_patterns=("stage3/model.pt",), requirements=("requirements.txt",))
     info = AdapterInfo(
         name="forgewm", version="0.1", width=WIDTH, height=HEIGHT, fps=FPS,
         fps_source="writer: imageio.get_writer(fps=12) (inference.py:298)",
@@ -70,8 +145,10 @@ class ForgeWM(RepoAdapter):
               "--action_type; mouse magnitude fixed at 0.10",
     )
     FPS = FPS
+    multi_gpu = ""  # single-GPU inference only (README.md:106-115); torchrun is for training (README.md:134-137)
 
     def plan(self, case) -> NativeInputs:
+        self.gpus()  # gpus>1 is refused: no multi-GPU inference in the official code
         traj = case.trajectory
         n = traj.n_frames(self.FPS)  # frames after the conditioning frame
         L = 3 * math.ceil((n + 4) / 12)  # smallest multiple of 3 with 4L - 3 >= n + 1
@@ -90,7 +167,7 @@ class ForgeWM(RepoAdapter):
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
         cmd = (f"python inference.py --config_path configs/stage3_dmd.yaml --checkpoint_path CKPT/stage3/model.pt "
                f"--image_path {image_arg(case)} --num_frames {L} --height {HEIGHT} --width {WIDTH} --seed SEED "
-               f"--output_path output/worldgate/{case.id}.mp4 --actions actions.npz  "
+               f"--output_path OUT/{case.id}.mp4 --actions actions.npz  "
                "# --actions is added by the worldgate patch")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=WIDTH, height=HEIGHT,
@@ -100,5 +177,5 @@ class ForgeWM(RepoAdapter):
             intrinsics={"regime": 1, "case": case.intrinsics, "case_hfov_deg": hfov, "native_hfov_deg": None,
                         "note": "no camera model: the model's field of view is not defined"},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"num_frames": L, "image": case.image},
+            extra={"num_frames": L, "image": case.image, "output_video": f"{case.id}.mp4"},
         )
