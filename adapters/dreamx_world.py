@@ -47,6 +47,25 @@ stays and is a caveat; ``--chunk_relative`` (store_true, off by default, AR:164;
 ``--color_correction_strength`` 0.3 (AR:161) -> 1.0 as the launcher runs it (inference_ar_forcing.sh:27; not a control); ``--output_folder``
 -> the runner's OUT; ``--model_name`` / ``--base_checkpoint_path`` -> under CKPT.
 
+Output: ``OUT/<task_id>_<image parent folder>_<image stem>.mp4`` (AR:279-282; task_id is the case id), written once by
+``torchvision.io.write_video(fps=16)`` (AR:330), 1280x704, N = 4 (L - 1) + 1 frames; a file already there is
+skipped (AR:283-285), harmless in the runner's fresh OUT. Not declared in the plan (the parent folder is the image's
+at run time): the runner's newest-mp4-in-OUT pick finds it.
+
+Several GPUs for one case: none. The autoregressive launcher runs one plain ``python inference_ar_forcing.py`` on
+``CUDA_DEVICES`` (inference_ar_forcing.sh:33-39) and the AR script has no distributed code; inference_README.md:127
+says "If more than 1 gpu is given, sequence parallel will be activated", but only the bidirectional 5B-Cam script
+has it (inference_dreamx5b.py with ``--ulysses_degree``/``--ring_degree`` under torchrun, inference_dreamx_5b.sh:
+21-36; models/wan_transformer3d.py:743-744). ``gpus>1`` is refused.
+
+Setup: commit a1f4c6e5e45600718e5236955f2e0702e53fc275, the repository root; ``requirements.txt`` (README.md:46).
+Weights: the command reads ``CKPT/Wan2.2-TI2V-5B`` (``models_t5_umt5-xxl-enc-bf16.pth``, ``google/umt5-xxl/``,
+``Wan2.2_VAE.pth``: AR:181-186; a ``Wan-AI/Wan2.2-TI2V-5B`` download) and ``CKPT/DreamX-World-5B/model.safetensors``
+(``--base_checkpoint_path``, read with safetensors ``load_file``, AR:146, 201-206) of ``GD-ML/DreamX-World-5B``;
+the model's config.json comes from the checkout (``--transformer_path ./configs/dreamx-ar/``, AR:188). Which file
+of the Hub repository holds the weights is not in the code (the launcher's placeholder is ``/path/to/baseline.pt``, inference_ar_forcing.sh:16), so no
+allow-pattern narrows the download.
+
 Rounding rule: every segment gets ``floor(seconds * 16 + 0.5)`` frames (half up, per segment), so equal durations
 get equal frames (a 20 s key is 320 frames, and L/R or U/D pairs of equal length close exactly); the case's segment
 s covers output frames [A_s, A_s+1). The tail up to N holds still (``" "``).
@@ -115,7 +134,11 @@ class DreamXWorld(RepoAdapter):
         clone="https://github.com/AMAP-ML/DreamX-World",
         entry="inference_ar_forcing.py",
         hf_id="GD-ML/DreamX-World-5B",
+        commit="a1f4c6e5e45600718e5236955f2e0702e53fc275", subdir="", requirements=("requirements.txt",),
+        weights_dir="DreamX-World-5B",
     )
+    #: none: the AR launcher is one plain process (inference_ar_forcing.sh:32-39); only the 5B-Cam script has SP
+    multi_gpu = ""
     info = AdapterInfo(
         name="dreamx-world", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: write_video(fps=args.fps), --fps 16 (inference_ar_forcing.py:158, 330; "
@@ -216,6 +239,7 @@ class DreamXWorld(RepoAdapter):
 
         item = {"image_path": case.image or "IMAGE", "caption": case.prompt, "action_seq": seq,
                 "action_speed_list": weights, "task_id": case.id}
+        self.gpus()  # gpus>1 is refused: the autoregressive script has no multi-GPU inference
         cmd = (f"python inference_ar_forcing.py --config_path configs/dreamx-ar/causal_camera_forcing_5b.yaml "
                f"--model_name CKPT/Wan2.2-TI2V-5B --transformer_path ./configs/dreamx-ar/ "
                f"--base_checkpoint_path CKPT/DreamX-World-5B/model.safetensors --data_path dreamx_input.json "
@@ -230,7 +254,9 @@ class DreamXWorld(RepoAdapter):
             files={"dreamx_input.json": [item], "command.txt": cmd + "\n"},
             intrinsics={"regime": 2, "case": case.intrinsics,
                         "case_image_size": list(case.image_size) if case.image_size else None,
-                        "native": {"fx_norm": FX_NORM, "fy_norm": FY_NORM, "cx": 0.5, "cy": 0.5},
+                        "native": [FX_NORM * W, FY_NORM * H, W / 2, H / 2], "native_units": f"pixels of {W}x{H}",
+                        "native_model": {"fx_norm": FX_NORM, "fy_norm": FY_NORM, "cx": 0.5, "cy": 0.5},
+                        "native_model_units": "fractions of width/height (inference_ar_forcing.py:120-130)",
                         "native_size": [W, H], "case_hfov_deg": hfov, "native_hfov_deg": native_hfov,
                         "native_vfov_deg": math.degrees(2 * math.atan(1 / (2 * FY_NORM))),
                         "note": "fixed in code (inference_ar_forcing.py:120-130); the case's intrinsics are unused"},

@@ -42,6 +42,22 @@ OP = evoke/dataset/evoke_data/operators.py, PE = evoke/pipelines/pipeline_evoke.
   the clip cut to 4k+1 at its end: PE:3268-3272; scripts/inference/README.md:56-74); the pose track must cover
   (9 c - 1) * 4 + 1 = 36 c - 3 frames (IS:622-630). Chunk k reads the 33 poses [36 k, 36 k + 33) (PE:2542-2565).
   Rounding: the smallest c with 36 c - 3 >= n + 1 (n = frames of the trajectory at 24 fps); a 20 s key is 480 frames.
+- Output: ``$OUT_ROOT/<name>/geo_pred.mp4`` (IB:240, 370, 404; infer_post_distill.sh:76-78), ``name`` = the row's
+  ``name`` = the case id, ``OUT_ROOT`` = ``output_evoke/infer/post_distill_i2v`` in the checkout
+  (infer_post_distill.sh:161), 640x384 at 24 fps, 36 c - 3 frames; per-chunk ``segments/segment_NNN_pred.mp4`` beside
+  it. A case whose ``geo_pred.mp4`` already exists is skipped (IB:410), so re-running a case id in the same checkout
+  writes no new video (the runner then reports that none was written).
+- Several GPUs for one case: none. ``LOCAL_GPUS`` shards *cases* over GPUs, one ``infer_batch.py`` process per GPU
+  (infer_post_distill.sh:59, 99-101, 201-236: "LOCAL_GPUS (shard by case)"); the student's Ulysses runtime
+  (evoke/modules/student_sp.py) is training-only and the teacher example is "non-SP, single process"
+  (scripts/inference/README.md:163-165). ``gpus>1`` is refused. With one shard the launcher pins
+  ``CUDA_VISIBLE_DEVICES=${GPU_OFFSET:-0}`` (infer_post_distill.sh:201-206), an absolute index that overrides the
+  device the runner gives the process.
+- Setup: commit 74d268516d95c8fceadd2378f91a73f9f187042b, the repository root; torch 2.4.0 first, then
+  ``requirements.txt`` (README.md:132-138; its diffusers is a development fork not on PyPI, README.md:140-141).
+  Weights: ``hf download AlayaLab/Evoke --local-dir CKPT`` (README.md:166) - the command reads
+  ``evoke/stage3_post_distillation/`` and ``evoke-base/`` of it (IB:81, 418; infer_post_distill.sh:135) - plus
+  ``hf download pkqbajng/ViGeo --local-dir CKPT/ViGeo1.1`` (README.md:170), another repository.
 """
 
 from __future__ import annotations
@@ -91,7 +107,11 @@ class Evoke(RepoAdapter):
         clone="https://github.com/AlayaLab/Evoke",
         entry="scripts/inference/infer_post_distill.sh",
         hf_id="AlayaLab/Evoke",
+        commit="74d268516d95c8fceadd2378f91a73f9f187042b", subdir="", requirements=("requirements.txt",),
+        weights_patterns=("evoke/stage3_post_distillation/*", "evoke-base/*"),
     )
+    #: none: LOCAL_GPUS shards cases, one process per GPU (infer_post_distill.sh:59, 99-101)
+    multi_gpu = ""
     info = AdapterInfo(
         name="evoke", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: --fps 24 (infer_single.py:150; infer_post_distill.sh:138); pose target fps hard-coded 24 "
@@ -146,6 +166,7 @@ class Evoke(RepoAdapter):
         caveats.append("image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px "
                        "(GEO_CHUNK0_TARGET_DISP_PX, da3_cloud.py:1737-1853): the first chunk's translation scale is "
                        "the model's, not the trajectory's")
+        self.gpus()  # gpus>1 is refused: the launcher spreads cases over GPUs, never one case
         cmd = (f"env MODE=i2v NUM_CHUNKS={chunks} MAX_CASES=1 JSONL=cases.jsonl SEED=SEED CAP_MAX_DEG=0 "
                f"CAP_MAX_TRANS=0 POSE_SMOOTH_WIN=0 POSE_EXTEND_MODE=clamp JOYSTICK_HUD=off "
                f"TRANSFORMER_PATH=CKPT/evoke/stage3_post_distillation BASE_CKPT=CKPT/evoke-base "

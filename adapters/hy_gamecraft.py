@@ -39,18 +39,36 @@ Conventions this adapter relies on, read at commit 07afcd4c7c5c6ba90108cf1493c31
   ``weights`` folder of the launcher (run_sample_batch_sp.sh:4-5); ``PYTHONPATH=.`` as the launcher sets it (:3);
   ``--save-path`` -> the runner's OUT. torchrun is run as ``python -m torch.distributed.run`` so the ``python``
   model argument picks the interpreter.
+- Output: rank 0 rewrites ``OUT/<image stem>.mp4`` after every action (``os.path.basename(image).split('.')[0]``,
+  SB:278-294; ``plan.extra["output_video"]``), ``save_videos_grid(fps=24)``, 1216x704, 33 frames per action.
+- Several GPUs for one case (``gpus=N``): ``torchrun --nnodes=1 --nproc_per_node=8 --master_port 29605
+  hymm_sp/sample_batch.py ...`` (README.md:119-135; scripts/run_sample_batch_sp.sh:10); the sequence-parallel degree
+  is the world size itself (``initialize_distributed`` -> ``initialize_sequence_parallel_state(world_size)``,
+  hymm_sp/modules/parallel_states.py:82-93), no other flag. Ulysses splits the 24 heads (hymm_sp/modules/models.py:
+  689-695; parallel_states.py:110-121) and the video tokens, which must divide evenly (models.py:593-597): 44 x 76
+  tokens per latent at 704x1216 times 10 latents (first action, RoPE of 37 frames) or 18 (later ones, 69 frames;
+  hymm_sp/sample_inference.py:611-615). So gpus=N in {1, 2, 4, 8}; others are refused. gpus=1 is a 1-process
+  torchrun as the README's single-GPU run (README.md:209): sample_batch.py always initialises NCCL from the
+  launcher's environment (parallel_states.py:82-91). ``--standalone`` replaces the launcher's fixed
+  ``--master_port 29605``.
+- Setup: commit 07afcd4c7c5c6ba90108cf1493c312f7a51b79ac, the repository root; ``requirements.txt`` (README.md:98;
+  then flash-attention, README.md:101). Weights: ``hf download tencent/Hunyuan-GameCraft-1.0 --local-dir CKPT``
+  (weights/README.md:34-39, into the launcher's ``weights`` folder); the command reads
+  ``gamecraft_models/mp_rank_00_model_states.pt`` and ``stdmodels/`` (vae_3d/hyvae, llava-llama-3-8b-v1_1-transformers,
+  openai_clip-vit-large-patch14: hymm_sp/constants.py:36-52).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from worldgate.trajectories.core import Look, Move, rot_x, rot_y
 
 from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg, image_arg
-from .repo import RepoAdapter, RepoSpec
+from .repo import RepoAdapter, RepoSpec, torchrun
 
 H, W = 704, 1216
 FPS = 24.0
@@ -59,6 +77,8 @@ INTRINSIC = (0.50505, 0.8979, 0.5, 0.5)  # normalised fx, fy, cx, cy (SI:219)
 MOVE_KEY = {Move.FORWARD: "w", Move.BACK: "s", Move.STRAFE_LEFT: "a", Move.STRAFE_RIGHT: "d"}
 LOOK_KEY = {Look.YAW_LEFT: "left_rot", Look.YAW_RIGHT: "right_rot", Look.PITCH_UP: "up_rot", Look.PITCH_DOWN: "down_rot"}
 README_SPEED_RANGE = (0.0, 3.0)  # README.md:121
+#: gpus=N the Ulysses split accepts: 24 heads (models.py:689-695) and 3344 * 10 / 3344 * 18 video tokens (models.py:596)
+SP_SIZES = (1, 2, 4, 8)
 
 
 def actions_for(seconds: float) -> int:
@@ -88,7 +108,12 @@ class HYGameCraft(RepoAdapter):
         clone="https://github.com/Tencent-Hunyuan/Hunyuan-GameCraft-1.0",
         entry="hymm_sp/sample_batch.py",
         hf_id="tencent/Hunyuan-GameCraft-1.0",
+        commit="07afcd4c7c5c6ba90108cf1493c312f7a51b79ac", subdir="", requirements=("requirements.txt",),
+        weights_patterns=("gamecraft_models/mp_rank_00_model_states.pt", "stdmodels/*"),
     )
+    multi_gpu = ("torchrun --nnodes=1 --nproc_per_node=N hymm_sp/sample_batch.py ... (README.md:119-135, "
+                 "scripts/run_sample_batch_sp.sh:10); sequence parallel over the world size "
+                 "(hymm_sp/modules/parallel_states.py:82-93); N in 1, 2, 4, 8 (models.py:596, 689-695)")
     info = AdapterInfo(
         name="hy-gamecraft", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: save_videos_grid(fps=24) (hymm_sp/sample_batch.py:294); README '25FPS' is not written",
@@ -181,15 +206,20 @@ class HYGameCraft(RepoAdapter):
             rw = int(w0 * s)  # CropResize floors (SB:57)
             vis_hfov = horizontal_fov_deg(case.intrinsics[0] * rw / w0, W)
         speed_txt = " ".join(repr(float(v)) for v in speeds)
-        cmd = (f"env MODEL_BASE=CKPT/stdmodels PYTHONPATH=. python -m torch.distributed.run --nnodes=1 "
-               f"--nproc_per_node=1 hymm_sp/sample_batch.py --image-path {image_arg(case)} "
+        gpus = self.gpus()
+        if gpus not in SP_SIZES:
+            raise AdapterError(f"hy-gamecraft: gpus={gpus} cannot run: its sequence parallel over all processes must "
+                               f"split the 24 attention heads and the 10- and 18-latent video token sequences evenly "
+                               f"(hymm_sp/modules/models.py:596); use gpus= one of {', '.join(map(str, SP_SIZES))}")
+        cmd = "env MODEL_BASE=CKPT/stdmodels PYTHONPATH=. " + torchrun(gpus, (
+               f"hymm_sp/sample_batch.py --image-path {image_arg(case)} "
                f"--prompt \"$(cat prompt.txt)\" --add-pos-prompt \"Realistic, High-quality.\" --add-neg-prompt "
                f"\"overexposed, low quality, deformation, a poor composition, bad hands, bad teeth, bad eyes, bad limbs, "
                f"distortion, blurring, text, subtitles, static, picture, black border.\" --ckpt "
                f"CKPT/gamecraft_models/mp_rank_00_model_states.pt --video-size {H} {W} --sample-n-frames {ACTION_FRAMES} "
                f"--cfg-scale 2.0 --image-start "
                f"--action-list {' '.join(keys)} --action-speed-list {speed_txt} --seed SEED --infer-steps 50 "
-               f"--flow-shift-eval-video 5.0 --save-path OUT")
+               f"--flow-shift-eval-video 5.0 --save-path OUT"))
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
             fps=self.FPS, n_frames=F, segment_frames=segs,
@@ -197,10 +227,12 @@ class HYGameCraft(RepoAdapter):
                     "c2w_plucker": plucker, "c2w": c2w, "intrinsics": np.array(INTRINSIC)},
             files={"prompt.txt": case.prompt, "command.txt": cmd + "\n"},
             intrinsics={"regime": 2, "case": case.intrinsics, "case_hfov_deg": hfov,
-                        "native": list(INTRINSIC), "native_units": "fractions of width/height",
+                        "native": [fx * W, fy * H, cx * W, cy * H], "native_units": f"pixels of {W}x{H}",
+                        "native_model": list(INTRINSIC), "native_model_units": "fractions of width/height (SI:219)",
                         "native_px": [fx * W, fy * H, cx * W, cy * H], "native_size": [W, H],
                         "native_hfov_deg": horizontal_fov_deg(fx * W, W),
                         "case_hfov_after_crop_deg": vis_hfov},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"actions": A, "action_list": keys, "action_speed_list": speeds, "image": case.image},
+            extra={"actions": A, "action_list": keys, "action_speed_list": speeds, "image": case.image,
+                   **({"output_video": os.path.basename(case.image).split(".")[0] + ".mp4"} if case.image else {})},
         )

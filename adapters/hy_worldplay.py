@@ -35,6 +35,23 @@ G = hyvideo/generate.py, P = hyvideo/pipelines/worldplay_video_pipeline.py):
   tail latents hold the final pose. WorldMark keys are 120 latents each; K keys -> L = 120 K + 4.
 - Memory: each AR chunk rebuilds its KV from 12 recent latents + the first chunk + FOV-retrieved 4-latent clips
   (P:1125-1133; hyvideo/utils/retrieval_context.py:216-314): context policy "fov".
+- Output: ``--output_path OUT`` -> ``OUT/gen.mp4`` (G:774-797; ``plan.extra["output_video"]``; ``--sr false`` so no
+  gen_sr.mp4), written by rank 0 with ``imageio.mimwrite(fps=24)`` (G:286-292), 832x480, video_length = 4L - 3 frames.
+- Several GPUs for one case (``gpus=N``): the launcher is ``torchrun --nproc_per_node=$N_INFERENCE_GPU
+  hyvideo/generate.py ...`` (run.sh:24-26, 50-66, 69-88; README.md:250 "Number of GPUs for parallel inference"); the
+  sequence-parallel degree is the world size itself (``initialize_parallel_state(sp=WORLD_SIZE)``, G:38;
+  hyvideo/commons/parallel_states.py:24-45), no other flag. Ulysses all-to-all splits the attention heads over the
+  ranks and asserts ``heads % N == 0`` (hyvideo/utils/communications.py:64-69); the HunyuanVideo-1.5 transformer has
+  16 heads (``heads_num`` of its transformer config.json, read from MODEL_PATH - not in this repository), so gpus=N in
+  {1, 2, 4, 8, 16} (run.sh:25: "The maximum number recommended is 8"); other N are refused. gpus=1 is a 1-process
+  torchrun: generate.py builds a CUDA device mesh at import (G:38; parallel_states.py:37-43), so it always needs the
+  launcher's environment.
+- Setup: commit da2d0c26eb0edb647f56e164ffd966490eb75282, the repository root; ``requirements.txt`` (README.md:129;
+  attention kernels README.md:131-155 optional). Weights: the command reads ``--action_ckpt`` =
+  ``tencent/HY-WorldPlay`` ``ar_model/diffusion_pytorch_model.safetensors`` (README.md:209, 233) given as
+  ``ar_action_model_path=``, and ``--model_path`` = a HunyuanVideo-1.5 download (``tencent/HunyuanVideo-1.5``: vae,
+  scheduler, transformer/480p_i2v, text encoders; README.md:169; download_models.py:61-245) given as
+  ``model_path=``; ``ckpt`` is not read by the command.
 """
 
 from __future__ import annotations
@@ -45,11 +62,14 @@ import math
 import numpy as np
 
 from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
-from .repo import RepoAdapter, RepoSpec
+from .repo import RepoAdapter, RepoSpec, torchrun
 
 H, W = 480, 832
 FPS = 24.0
 FRAMES_PER_LATENT = 4
+HEADS = 16  # heads_num of the HunyuanVideo-1.5 transformer config (MODEL_PATH/transformer/480p_i2v/config.json)
+#: gpus=N Ulysses can split the heads over (hyvideo/utils/communications.py:64-69)
+SP_SIZES = tuple(n for n in range(1, HEADS + 1) if HEADS % n == 0)
 # one-hot [a, b, c, d] -> index (G:41-51): single 1..4, pairs 5..8
 _MAPPING = {(0, 0, 0, 0): 0, (1, 0, 0, 0): 1, (0, 1, 0, 0): 2, (0, 0, 1, 0): 3, (0, 0, 0, 1): 4,
             (1, 0, 1, 0): 5, (1, 0, 0, 1): 6, (0, 1, 1, 0): 7, (0, 1, 0, 1): 8}
@@ -92,7 +112,12 @@ class HYWorldPlay(RepoAdapter):
         clone="https://github.com/Tencent-Hunyuan/HY-WorldPlay",
         entry="hyvideo/generate.py",
         hf_id="tencent/HY-WorldPlay",
+        commit="da2d0c26eb0edb647f56e164ffd966490eb75282", subdir="", requirements=("requirements.txt",),
+        weights_patterns=("ar_model/*",),
     )
+    multi_gpu = ("torchrun --nproc_per_node=N hyvideo/generate.py ... (run.sh:24-26, 69-88); sequence parallel over "
+                 "the world size (hyvideo/generate.py:38); N must divide the 16 heads "
+                 "(hyvideo/utils/communications.py:64-69)")
     info = AdapterInfo(
         name="hy-worldplay", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: imageio.mimwrite(fps=24) (hyvideo/generate.py:292); README '24 FPS'",
@@ -143,10 +168,15 @@ class HYWorldPlay(RepoAdapter):
         if 4 * (L - 1) != n:
             caveats.append(f"{n + 1} frames rounded up to {F} (4L-3, L = {L} a multiple of 4): the last "
                            f"{L - 1 - math.ceil(n / 4)} latents hold the final pose")
-        cmd = (f"torchrun --nproc_per_node=1 hyvideo/generate.py --prompt \"$(cat prompt.txt)\" --image_path "
-               f"{image_arg(case)} --resolution 480p --aspect_ratio 16:9 --video_length {F} --seed SEED "
-               f"--rewrite false --sr false --pose pose.json --output_path OUT --model_path MODEL_PATH "
-               f"--action_ckpt AR_ACTION_MODEL_PATH --few_step false --width {W} --height {H} --model_type ar")
+        gpus = self.gpus()
+        if gpus not in SP_SIZES:
+            raise AdapterError(f"hy-worldplay: gpus={gpus} cannot run: its sequence parallel over all processes splits "
+                               f"the transformer's {HEADS} attention heads evenly (hyvideo/utils/communications.py:"
+                               f"64-69); use gpus= one of {', '.join(map(str, SP_SIZES))}")
+        cmd = torchrun(gpus, f"hyvideo/generate.py --prompt \"$(cat prompt.txt)\" --image_path "
+                       f"{image_arg(case)} --resolution 480p --aspect_ratio 16:9 --video_length {F} --seed SEED "
+                       f"--rewrite false --sr false --pose pose.json --output_path OUT --model_path MODEL_PATH "
+                       f"--action_ckpt AR_ACTION_MODEL_PATH --few_step false --width {W} --height {H} --model_type ar")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
             fps=self.FPS, n_frames=F, segment_frames=[(int(a), int(b)) for a, b in traj.segment_frames(self.FPS, n)],
@@ -158,5 +188,6 @@ class HYWorldPlay(RepoAdapter):
                         "transform": {**tf, "principal_point_after_crop": pp, "principal_point_written": [W / 2, H / 2]},
                         "case_hfov_deg": horizontal_fov_deg(fx, w0), "native_hfov_deg": horizontal_fov_deg(nfx, W)},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"latents": L, "video_length": F, "model_type": "ar", "pose_scale": scale, "image": case.image},
+            extra={"latents": L, "video_length": F, "model_type": "ar", "pose_scale": scale, "image": case.image,
+                   "output_video": "gen.mp4"},
         )

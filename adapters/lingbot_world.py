@@ -29,6 +29,23 @@ Conventions this adapter relies on, read at commit a43bec7f8091c83e9b30b16b912f6
   A 20 s key is 320 frames; a case of K keys is 320 K + 1 frames (the extra frame is the conditioning image's pose).
 - Chunking (generate_fast.py): 3 latent frames (12 video frames) per chunk, rolling KV cache with
   ``--local_attn_size`` / ``--sink_size`` (generate_fast.py:157-166, 276).
+- Output: ``--save_file`` (generate.py:155-159; default None -> a prompt-and-time name in the working directory, i.e.
+  the checkout, generate.py:350-356) -> ``OUT/video.mp4`` (``plan.extra["output_video"]``), written by rank 0 with
+  imageio libx264 at ``cfg.sample_fps`` = 16 (generate.py:350-365; wan/utils/utils.py:90-119), the working size
+  (w x h above), ``frame_num`` = the plan's n_frames (4k+1).
+- Several GPUs for one case (``gpus=N``): the README's own launch is ``torchrun --nproc_per_node=8 generate.py ...
+  --dit_fsdp --t5_fsdp --ulysses_size 8`` (README.md:128, 132, 136, 141, 145; run_act2cam.sh:1-9). ``--ulysses_size``
+  must equal the world size (generate.py:287-288) and divide the 40 heads (generate.py:292-293;
+  wan/configs/wan_i2v_A14B.py:23); the sequence is padded to a multiple of it (wan/image2video.py:341-343). So
+  gpus=N in {1, 2, 4, 5, 8, 10, 20, 40} runs ``python -m torch.distributed.run --standalone --nproc_per_node=N
+  generate.py ... --dit_fsdp --t5_fsdp --ulysses_size N``; any other N is refused. gpus=1 stays the plain
+  ``python generate.py`` (one process: FSDP and Ulysses are refused there, generate.py:279-285).
+- Setup: commit a43bec7f8091c83e9b30b16b912f6fc906236fa6, the repository root; ``requirements.txt`` (README.md:92; then
+  flash-attn, README.md:96). Weights: ``hf download robbyant/lingbot-world-base-cam --local-dir
+  CKPT/lingbot-world-base-cam`` (README.md:109): the command reads ``models_t5_umt5-xxl-enc-bf16.pth``,
+  ``google/umt5-xxl/``, ``Wan2.1_VAE.pth`` and the ``high_noise_model/`` / ``low_noise_model/`` experts of that folder
+  (wan/configs/wan_i2v_A14B.py:11-15, 29-30; wan/image2video.py:104-131). The folder name must contain "cam": it picks
+  the control type (wan/image2video.py:98-101).
 """
 
 from __future__ import annotations
@@ -38,11 +55,15 @@ import math
 import numpy as np
 
 from .base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg, image_arg
-from .repo import RepoAdapter, RepoSpec
+from .repo import RepoAdapter, RepoSpec, torchrun
 
 WORK_W, WORK_H = 832, 480  # the pixel units intrinsics.npy is read in (wan/image2video.py:387-394)
 MAX_AREA = 480 * 832  # MAX_AREA_CONFIGS['480*832'] (wan/configs/__init__.py:26), given by --size 480*832
 VAE_STRIDE, PATCH = 8, 2  # wan/configs/wan_i2v_A14B.py:16, 19
+NUM_HEADS = 40  # i2v_A14B.num_heads (wan/configs/wan_i2v_A14B.py:23; v2 the same file, :23)
+#: gpus=N the model's Ulysses attention accepts: N == world size and 40 % N == 0 (generate.py:287-293; v2 :261-263)
+ULYSSES_SIZES = tuple(n for n in range(1, NUM_HEADS + 1) if NUM_HEADS % n == 0)
+OUTPUT_VIDEO = "video.mp4"  # --save_file OUT/video.mp4 (generate.py:155-159; v2 :128-132)
 
 
 def working_size(w0: int, h0: int, max_area: int = MAX_AREA) -> tuple[int, int]:
@@ -56,8 +77,14 @@ def working_size(w0: int, h0: int, max_area: int = MAX_AREA) -> tuple[int, int]:
 
 class LingBotWorld(RepoAdapter):
     # ckpt=FOLDER holding the checkpoint folder named by CKPT (the command passes --ckpt_dir CKPT/<name>)
-    repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world", entry="generate.py",
-                         hf_id="robbyant/lingbot-world-base-cam")
+    repo_spec = RepoSpec(
+        clone="https://github.com/robbyant/lingbot-world", entry="generate.py", hf_id="robbyant/lingbot-world-base-cam",
+        commit="a43bec7f8091c83e9b30b16b912f6fc906236fa6", subdir="", requirements=("requirements.txt",),
+        weights_dir="lingbot-world-base-cam",
+        weights_patterns=("models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "Wan2.1_VAE.pth",
+                          "high_noise_model/*", "low_noise_model/*"))
+    multi_gpu = ("torchrun --nproc_per_node=N generate.py ... --dit_fsdp --t5_fsdp --ulysses_size N (README.md:128, "
+                 "run_act2cam.sh:1-9); N must divide the 40 heads (generate.py:287-293)")
     info = AdapterInfo(
         name="lingbot-world", version="0.2", width=832, height=480, fps=16.0,
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:359-365)",
@@ -103,7 +130,7 @@ class LingBotWorld(RepoAdapter):
                            f"the image's aspect within the 480*832 area (wan/image2video.py:330-339); the image is "
                            f"stretched by ({ww / w0:.4f}, {wh / h0:.4f}) and K follows it")
         seg = [(int(a), int(b)) for a, b in traj.segment_frames(self.FPS, n)]
-        cmd = self.command(case, F)
+        cmd = self.command(case, F)  # refuses a gpus=N the model's Ulysses attention cannot split
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=ww, height=wh,
             fps=self.FPS, n_frames=F, segment_frames=seg,
@@ -117,10 +144,23 @@ class LingBotWorld(RepoAdapter):
                                       "working_scale_xy": [ww / w0, wh / h0], "max_area": MAX_AREA},
                         "case_hfov_deg": horizontal_fov_deg(fx, w0), "native_hfov_deg": horizontal_fov_deg(kw[0], ww)},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
-            extra={"frame_num": F, "keys_frames": 320, "image": case.image, "working_size": [ww, wh]},
+            extra={"frame_num": F, "keys_frames": 320, "image": case.image, "working_size": [ww, wh],
+                   "output_video": OUTPUT_VIDEO},
         )
 
+    def launch(self, args: str) -> str:
+        """``generate.py ARGS`` as the README launches it for ``gpus=N``: one plain process, or torchrun with N
+        processes and FSDP + Ulysses over N (README.md:128; v2 README.md:108, run_fast.sh:9-21)."""
+        n = self.gpus()
+        if n not in ULYSSES_SIZES:
+            raise AdapterError(f"{self.info.name}: gpus={n} cannot run: --ulysses_size must equal the number of "
+                               f"processes and divide the model's {NUM_HEADS} attention heads (generate.py "
+                               f"asserts both); use gpus= one of {', '.join(map(str, ULYSSES_SIZES))}")
+        if n == 1:
+            return f"python generate.py {args}"
+        return torchrun(n, f"generate.py {args} --dit_fsdp --t5_fsdp --ulysses_size {n}")
+
     def command(self, case, F: int) -> str:
-        return (f"python generate.py --task i2v-A14B --size 480*832 --ckpt_dir CKPT/{self.CKPT} "
-                f"--image {image_arg(case)} --action_path ACTION_DIR --frame_num {F} --base_seed SEED "
-                f"--prompt \"$(cat prompt.txt)\"")
+        return self.launch(f"--task i2v-A14B --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {image_arg(case)} "
+                           f"--action_path ACTION_DIR --frame_num {F} --base_seed SEED --save_file OUT/{OUTPUT_VIDEO} "
+                           f"--prompt \"$(cat prompt.txt)\"")

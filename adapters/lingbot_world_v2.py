@@ -19,6 +19,23 @@ Same input files and conventions as v1 (see adapters/lingbot_world.py), read at 
   ``--local_attn_size`` -1 / ``--sink_size`` 0 (generate.py:163-172) -> 18 / 6 as the README runs it;
   ``--frame_num`` -> 16m-3. No cap, smoothing or speed scale exists on the pose path (translation max-normalised by
   the model itself, wan/utils/cam_utils.py:56-75).
+- Output: ``--save_dir`` (default ``output`` in the checkout, generate.py:178-182) -> OUT and ``--save_file`` ->
+  ``OUT/video.mp4`` (generate.py:128-132, 282-298; ``plan.extra["output_video"]``), rank 0, imageio libx264 at 16 fps
+  (wan/utils/utils.py), the working size, n_frames = 16m-3 frames (``F = (lat_f - 1) * 4 + 1`` after the chunk
+  truncation, wan/image2video.py:498-500).
+- Several GPUs for one case (``gpus=N``): ``torchrun --nproc_per_node=8 generate.py ... --dit_fsdp --t5_fsdp
+  --ulysses_size 8 ... --local_attn_size 18 --sink_size 6`` (README.md:106-108; run_fast.sh:9-21). ``--ulysses_size``
+  must equal the world size and divide the 40 heads (generate.py:261-263; wan/configs/wan_i2v_A14B.py:23); the
+  causal SP forward pads the chunk's tokens to a multiple of it (wan/distributed/sequence_parallel.py:309-316) and
+  each rank's KV cache holds 40 / N heads (wan/image2video.py:624-626). gpus=N in {1, 2, 4, 5, 8, 10, 20, 40};
+  gpus=1 is the plain ``python generate.py`` (FSDP/Ulysses are refused in one process, generate.py:253-259).
+- Setup: commit 2648877f763a06cc743bcd919936da4d25f12e7b, the repository root; ``requirements.txt`` (README.md:72;
+  flash-attn, README.md:76). Weights: ``hf download robbyant/lingbot-world-v2-14b-causal-fast --local-dir
+  CKPT/lingbot-world-v2-14b-causal-fast`` (README.md:88); the command reads ``models_t5_umt5-xxl-enc-bf16.pth``,
+  ``google/umt5-xxl/``, ``Wan2.1_VAE.pth`` and ``transformers/`` (the causal-fast DiT) of it
+  (wan/configs/wan_i2v_A14B.py:11-15, 30; wan/image2video.py:110-132).
+- The causal loop's KV cache (which chunks each chunk's self-attention sees, and where an outside policy could choose
+  them): docs/probes/lingbot-world-v2.md section 8.
 """
 
 from __future__ import annotations
@@ -26,13 +43,18 @@ from __future__ import annotations
 import math
 
 from .base import AdapterInfo, image_arg
-from .lingbot_world import LingBotWorld
+from .lingbot_world import OUTPUT_VIDEO, LingBotWorld
 from .repo import RepoSpec
 
 
 class LingBotWorldV2(LingBotWorld):
-    repo_spec = RepoSpec(clone="https://github.com/robbyant/lingbot-world-v2", entry="generate.py",
-                         hf_id="robbyant/lingbot-world-v2-14b-causal-fast")
+    repo_spec = RepoSpec(
+        clone="https://github.com/robbyant/lingbot-world-v2", entry="generate.py",
+        hf_id="robbyant/lingbot-world-v2-14b-causal-fast", commit="2648877f763a06cc743bcd919936da4d25f12e7b",
+        subdir="", requirements=("requirements.txt",), weights_dir="lingbot-world-v2-14b-causal-fast",
+        weights_patterns=("models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "Wan2.1_VAE.pth", "transformers/*"))
+    multi_gpu = ("torchrun --nproc_per_node=N generate.py ... --dit_fsdp --t5_fsdp --ulysses_size N (README.md:108, "
+                 "run_fast.sh:9-21); N must divide the 40 heads (generate.py:261-263)")
     info = AdapterInfo(
         name="lingbot-world-v2", version="0.2", width=832, height=480, fps=16.0,
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:292-298)",
@@ -53,6 +75,7 @@ class LingBotWorldV2(LingBotWorld):
         return 16 * math.ceil((n + 4) / 16) - 3
 
     def command(self, case, F: int) -> str:
-        return (f"python generate.py --size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {image_arg(case)} "
-                f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 --sink_size 6 "
-                f"--base_seed SEED --prompt \"$(cat prompt.txt)\"")
+        return self.launch(f"--size 480*832 --ckpt_dir CKPT/{self.CKPT} --image {image_arg(case)} "
+                           f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 "
+                           f"--sink_size 6 --base_seed SEED --save_dir OUT --save_file OUT/{OUTPUT_VIDEO} "
+                           f"--prompt \"$(cat prompt.txt)\"")

@@ -39,6 +39,20 @@ Conventions this adapter relies on, read at commit fa6d2b628ac9b0f1657dc24689536
   checkpoint is first-person only (README.md:99). ``base`` (infer.py, 25 steps, CFG 5, ``--num-blocks``,
   first- and third-person checkpoints); its result.mp4 has the frame index drawn on every frame
   (examples/wanvideo/pipeline/mosaic/validation.py:2196-2199; video_io.py:1458-1482).
+- Output: distilled ``--output OUT/result.mp4`` (an .mp4 path, infer_distilled.py:43, 64-65); base ``--output OUT
+  --name <case id>`` -> ``OUT/<first|third>_person/<case id>/result.mp4`` beside ``memory_visualization.mp4``
+  (infer.py:255-258, 361-380). Both are declared in ``plan.extra["output_video"]`` (the base folder holds two mp4s).
+  ``_write_video(fps=16)``, 1280x704, 1 + 84 K frames.
+- Several GPUs for one case: none. "One NVIDIA GPU" (README.md:36); both entry points launch their worker through
+  ``accelerate launch`` with one process (configs/accelerate_inference_1gpu.yaml: ``num_processes: 1``,
+  ``distributed_type: 'NO'``, infer_distilled.py:21, 94-100; ``--num_processes 1``, infer.py:304-307). ``gpus>1`` is
+  refused.
+- Setup: commit fa6d2b628ac9b0f1657dc24689536d74bfeb51da, the repository root; torch (cu128) then
+  ``requirements.txt`` (README.md:52-59). Weights (README.md:74-91, ``ckpt`` = its ``checkpoints/`` folder): the
+  distilled command reads ``first-person.safetensors`` of ``RiemannDynamics/Matrix-Game-3.5-Distilled`` downloaded
+  to ``CKPT/Matrix-Game-3.5-Distilled`` (README.md:81; the README's ``distilled-first-person.safetensors`` is a
+  symlink to it, :82), base ``CKPT/Matrix-Game-3.5-Base/<first|third>-person.safetensors`` (:76-78), both with
+  ``CKPT/Wan2.2-TI2V-5B`` and ``CKPT/DA3NESTED-GIANT-LARGE-1.1`` (:87, 90; other repositories).
 """
 
 from __future__ import annotations
@@ -71,7 +85,11 @@ class MatrixGame35(RepoAdapter):
         clone="https://github.com/Riemann-Dynamics/Matrix-Game-3.5",
         entry="infer_distilled.py",
         hf_id="RiemannDynamics/Matrix-Game-3.5-Distilled",
+        commit="fa6d2b628ac9b0f1657dc24689536d74bfeb51da", subdir="", requirements=("requirements.txt",),
+        weights_dir="Matrix-Game-3.5-Distilled", weights_patterns=("first-person.safetensors",),
     )
+    #: none: one GPU (README.md:36); accelerate launch, 1 process (infer_distilled.py:94-100, infer.py:304-307)
+    multi_gpu = ""
     info = AdapterInfo(
         name="matrix-game-3.5", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: _write_video(fps=16) (examples/wanvideo/pipeline/mosaic/video_io.py:5; "
@@ -94,6 +112,7 @@ class MatrixGame35(RepoAdapter):
             raise AdapterError(f"matrix-game-3.5: variant must be 'distilled' or 'base', got {variant!r}")
         if profile not in PROFILES:
             raise AdapterError(f"matrix-game-3.5: profile must be one of {PROFILES}, got {profile!r}")
+        self.gpus()  # gpus>1 is refused: one process on one GPU
         if case.intrinsics is None or case.image_size is None:
             raise AdapterError(f"matrix-game-3.5 needs the case's intrinsics and image size (regime 4); "
                                f"case {case.id} has none")
@@ -134,12 +153,13 @@ class MatrixGame35(RepoAdapter):
             # infer_distilled.py takes its seed from the config only (distilled_config.py:20, 111-130; default 3407)
             files["distilled.yaml"] = f"profile: {profile}\nnum_blocks: {blocks}\nseed: SEED\n"
             cmd = (f"python infer_distilled.py --config distilled.yaml --checkpoint "
-                   f"CKPT/distilled-first-person.safetensors {DEPS} --image {image_arg(case)} --camera camera.npz "
-                   f"--camera-convention c2w --prompt-file prompt.txt --output OUT/result.mp4")
+                   f"CKPT/Matrix-Game-3.5-Distilled/first-person.safetensors {DEPS} --image {image_arg(case)} "
+                   f"--camera camera.npz --camera-convention c2w --prompt-file prompt.txt --output OUT/result.mp4")
         else:
             caveats.append("base result.mp4 carries the frame index drawn top-left on every frame "
                            "(validation.py:2198): crop it or read the raw history before scoring")
-            cmd = (f"python infer.py --person {case.view} --ckpt CKPT/{case.view}-person.safetensors {DEPS} "
+            cmd = (f"python infer.py --person {case.view} --ckpt "
+                   f"CKPT/Matrix-Game-3.5-Base/{case.view}-person.safetensors {DEPS} "
                    f"--image {image_arg(case)} --camera camera.npz --camera-convention c2w --prompt-file prompt.txt "
                    f"--num-blocks {blocks} --seed SEED --output OUT --name {shlex.quote(case.id)}")
         files["command.txt"] = cmd + "\n"
@@ -158,5 +178,7 @@ class MatrixGame35(RepoAdapter):
             extra={"variant": variant, "profile": profile if variant == "distilled" else None, "num_blocks": blocks,
                    "image": case.image, "view": case.view,
                    "seed_files": ["distilled.yaml"] if variant == "distilled" else [],
-                   **({"output_video": "result.mp4"} if variant == "distilled" else {})},
+                   # base: OUT/<first|third>_person/<name>/result.mp4 beside memory_visualization.mp4 (infer.py:256-258)
+                   "output_video": ("result.mp4" if variant == "distilled"
+                                    else f"{case.view}_person/{case.id}/result.mp4")},
         )

@@ -41,6 +41,28 @@ S5 = fastvideo/sample/sample_5b.py, WA = webapp_single_gpu.py):
   ``./Yume-5B-720P`` in the checkout, hard-coded (S5:1146): ``load`` refuses a ``ckpt`` other than the weights
   found there, which the model would silently use instead (``ln -s CKPT REPO/Yume-5B-720P`` makes them agree); ``--video_output_dir`` (default None; sample_5b.sh ./outputs,
   S5:1376-1380, 1076-1080) -> the runner's OUT, so no video is picked out of the checkout.
+- Output: ``OUT/<image stem>_<caption_ori>_<repeat>_<rank>_<chunk>.mp4`` (S5:821, 1074-1080), rewritten after every
+  chunk with the whole video so far (the last one is the result; the runner's newest-mp4 pick finds it; the name
+  holds the caption text, so it is not declared in the plan), ``export_to_video(fps=16)``, 1280x704 (the image is
+  stretched, S5:1273-1277), 29 frames per caption line.
+- Several GPUs for one case: none. sample_5b.sh launches 2 processes (scripts/inference/sample_5b.sh:7), but that is
+  data parallel over the images of ``--jpg_dir``: rank r takes image ``(step - 1) * world_size + r``, clamped to
+  the last (S5:782-785), with the DiT FSDP-sharded over the ranks (S5:1163-1246); ``--sp_size`` only creates groups
+  (S5:1135, 1475-1478) that the 5B model never uses (``Yume.sp_size = 1``, wan23/textimage2video.py:161). One case on
+  N processes would be generated N times, so ``gpus>1`` is refused. gpus=1 is a 1-process torchrun: the script reads
+  ``LOCAL_RANK``/``RANK``/``WORLD_SIZE`` and joins NCCL unconditionally (S5:1124-1127); ``--standalone`` replaces
+  the launcher's fixed ``--master_port 29717``, so two cases on one node do not collide.
+- Setup: commit 111c3fab7fb020d1e261a68be6ec78a3fecc8d5b, the repository root; the README runs ``./env_setup.sh
+  fastvideo`` then ``pip install -r requirements.txt`` (README.md:36-39). env_setup.sh installs torch 2.5.0 cu121,
+  flash-attn 2.7.0.post2 and requirements-lint.txt, then ``pip install -e .`` (pyproject.toml: the ``fastvideo``,
+  ``wan23`` and ``hyvideo`` packages the nested entry point imports). ``requirements`` lists the two pip steps,
+  ``pyproject.toml`` then ``requirements.txt`` (which pins ``flash-attn==2.7.0.post2`` and ``torch==2.5.0+cu121``,
+  requirements.txt:37, 148: pip needs the PyTorch cu121 index for the latter). Weights:
+  ``stdstu123/Yume-5B-720P`` into ``./Yume-5B-720P`` of the checkout (README.md:81); the command reads its
+  ``models_t5_umt5-xxl-enc-bf16.pth``, ``google/umt5-xxl/``, ``Wan2.2_VAE.pth`` (wan23/configs/wan_ti2v_5B.py:12-16;
+  wan23/textimage2video.py:117-126) and the DiT ``config.json`` + ``diffusion_pytorch_model.safetensors``
+  (textimage2video.py:156-157). Not runnable as shipped: the prompt refiner is loaded from the hard-coded
+  ``/mnt/petrelfs/maoxiaofeng/Yume_v2_release/InternVL3-2B-Instruct`` (S5:1288-1294), which no checkout has.
 """
 
 from __future__ import annotations
@@ -52,7 +74,7 @@ import numpy as np
 from worldgate.trajectories.core import Look, Move
 
 from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
-from .repo import RepoAdapter, RepoSpec
+from .repo import RepoAdapter, RepoSpec, torchrun
 
 W, H = 1280, 704
 FPS = 16.0
@@ -100,7 +122,12 @@ class Yume(RepoAdapter):
         clone="https://github.com/stdstu12/YUME",
         entry="fastvideo/sample/sample_5b.py",
         hf_id="stdstu123/Yume-5B-720P",
+        commit="111c3fab7fb020d1e261a68be6ec78a3fecc8d5b", subdir="", requirements=("pyproject.toml", "requirements.txt"),
+        weights_patterns=("models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "Wan2.2_VAE.pth", "config.json",
+                          "diffusion_pytorch_model.safetensors"),
     )
+    #: none: sample_5b.sh's 2 processes split the images of --jpg_dir (sample_5b.py:782-785), not one case
+    multi_gpu = ""
     info = AdapterInfo(
         name="yume", version="0.1", width=W, height=H, fps=FPS,
         fps_source="writer: export_to_video(fps=16) (sample_5b.py:1080); wan_ti2v_5B sample_fps=24 is not used",
@@ -169,10 +196,10 @@ class Yume(RepoAdapter):
         if any(s.look in (Look.PITCH_UP, Look.PITCH_DOWN) for s in traj.segments):
             caveats.append("no shipped caption line tilts; pitch lines reuse the pan numbers (0/4/4)")
         hfov = horizontal_fov_deg(case.intrinsics[0], case.image_size[0]) if case.intrinsics and case.image_size else None
-        cmd = ("python -m torch.distributed.run --nproc_per_node 1 --master_port 29717 fastvideo/sample/sample_5b.py "
+        cmd = torchrun(self.gpus(), "fastvideo/sample/sample_5b.py "  # gpus>1 refused (multi_gpu "")
                "--gradient_checkpointing --train_batch_size 1 --max_sample_steps 600000 --mixed_precision bf16 "
                "--allow_tf32 --video_output_dir OUT --caption_path caption.txt --test_data_dir ./val "
-               "--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\""
+               "--num_euler_timesteps 4 --rand_num_img 0.6 --jpg_dir IMAGE_DIR --prompt \"$(cat prompt.txt)\"") + (
                "  # IMAGE_DIR holds only the case image; weights in ./Yume-5B-720P (sample_5b.py:1146), checked by load")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,

@@ -141,8 +141,10 @@ def test_intrinsics_regime_2(dx):
     p = dx.plan(worldmark_case(1))
     K = p.intrinsics
     assert K["regime"] == 2 and K["native_size"] == [1280, 704]
-    assert K["native"]["fx_norm"] == pytest.approx(969.6969696969696 / 1920)
-    assert K["native"]["fy_norm"] == pytest.approx(969.6969696969696 / 1080)
+    assert K["native_model"]["fx_norm"] == pytest.approx(969.6969696969696 / 1920)
+    assert K["native_model"]["fy_norm"] == pytest.approx(969.6969696969696 / 1080)
+    # the record's block is pixels of 1280x704 (what evaluate reads): fx = 969.7 * 1280 / 1920, fy = 969.7 * 704 / 1080
+    np.testing.assert_allclose(K["native"], [969.6969696969696 * 2 / 3, 969.6969696969696 * 704 / 1080, 640, 352])
     assert K["case_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(REAL_SIZE[0] / (2 * REAL_K[0]))))  # 68.3
     assert K["native_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(960 / 969.6969696969696)))  # 89.4
     assert K["native_hfov_deg"] == pytest.approx(89.42, abs=0.01)
@@ -174,3 +176,33 @@ def test_turn_rate_cap_is_in_the_caveats_and_info(dx):
     assert p.arrays["yaw_pitch_deg"][320].tolist() == [480.0, 0.0]
     assert any("yaw 480 deg" in c and "24 deg/s" in c and "commanded 500 deg" in c for c in p.caveats)
     assert "24 deg/s" in get_info("dreamx-world").notes
+
+
+# ------------------------------------------------------------------------------------------- gpus, setup, output
+def test_gpus_1_is_the_launchers_plain_process():
+    """inference_ar_forcing.sh:33-39 runs one plain `python inference_ar_forcing.py` on CUDA_DEVICES."""
+    cmd = get_adapter("dreamx-world").plan(worldmark_case(1)).files["command.txt"]
+    assert cmd.startswith("python inference_ar_forcing.py --config_path configs/dreamx-ar/causal_camera_forcing_5b.yaml ")
+    assert cmd == get_adapter("dreamx-world", gpus=1).plan(worldmark_case(1)).files["command.txt"]
+    assert "--output_folder OUT " in cmd and "torch.distributed" not in cmd and "ulysses" not in cmd
+
+
+@pytest.mark.parametrize("n", [2, 8])
+def test_gpus_above_1_are_refused(n):
+    """Only the bidirectional 5B-Cam script has sequence parallelism (inference_dreamx_5b.sh:21-36); the AR one has no
+    distributed code, whatever inference_README.md:127 says."""
+    from worldgate.adapters import AdapterError
+
+    with pytest.raises(AdapterError, match=f"dreamx-world has no multi-GPU inference .* gpus={n}"):
+        get_adapter("dreamx-world", gpus=n).plan(worldmark_case(1))
+
+
+def test_repo_spec_pins_the_commit_and_the_weights_folder():
+    import worldgate.adapters.dreamx_world as mod
+
+    spec = mod.DreamXWorld.repo_spec
+    assert spec.commit == "a1f4c6e5e45600718e5236955f2e0702e53fc275" and spec.commit in mod.__doc__
+    assert spec.subdir == "" and spec.requirements == ("requirements.txt",)
+    assert spec.weights_dir == "DreamX-World-5B" and spec.weights_patterns == ()  # the Hub file name is not in code
+    cmd = get_adapter("dreamx-world").plan(worldmark_case(1)).files["command.txt"]
+    assert f"--base_checkpoint_path CKPT/{spec.weights_dir}/model.safetensors " in cmd

@@ -139,3 +139,29 @@ def test_command_turns_the_launcher_caps_and_smoothing_off(ev, tmp_path):
     assert "CAP_MAX_DEG=0" in argv and "CAP_MAX_TRANS=0" in argv and "POSE_SMOOTH_WIN=0" in argv and "SEED=5" in argv
     assert f"TRANSFORMER_PATH={tmp_path / 'models'}/evoke/stage3_post_distillation" in argv
     assert f"JSONL={tmp_path / 'native' / 'cases.jsonl'}" in argv
+
+
+# ------------------------------------------------------------------------------------------- gpus, setup, output
+def test_gpus_1_is_the_launcher_with_one_shard():
+    cmd = get_adapter("evoke").plan(worldmark_case(1)).files["command.txt"]
+    assert cmd == get_adapter("evoke", gpus="1").plan(worldmark_case(1)).files["command.txt"]
+    assert "bash scripts/inference/infer_post_distill.sh" in cmd and "LOCAL_GPUS" not in cmd and "torch" not in cmd
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_gpus_above_1_are_refused(n):
+    """LOCAL_GPUS shards cases over GPUs, one process per GPU (infer_post_distill.sh:59, 99-101, 201-236): there is
+    no way to run one case on several."""
+    with pytest.raises(AdapterError, match=f"evoke has no multi-GPU inference .* gpus={n}"):
+        get_adapter("evoke", gpus=n).plan(worldmark_case(1))
+
+
+def test_repo_spec_pins_the_commit_and_the_weights_the_command_reads():
+    import worldgate.adapters.evoke as mod
+
+    spec = mod.Evoke.repo_spec
+    assert spec.commit == "74d268516d95c8fceadd2378f91a73f9f187042b" and spec.commit in mod.__doc__
+    assert spec.subdir == "" and spec.requirements == ("requirements.txt",) and spec.weights_dir == ""
+    assert spec.weights_patterns == ("evoke/stage3_post_distillation/*", "evoke-base/*")
+    cmd = get_adapter("evoke").plan(worldmark_case(1)).files["command.txt"]
+    assert "TRANSFORMER_PATH=CKPT/evoke/stage3_post_distillation " in cmd and "BASE_CKPT=CKPT/evoke-base " in cmd

@@ -116,8 +116,9 @@ def test_combined_move_and_look_is_unsupported(gc):
 def test_intrinsics_fixed_regime2_real_size(gc):
     p = gc.plan(worldmark_case(1))
     K = p.intrinsics
-    assert K["regime"] == 2 and K["native"] == [0.50505, 0.8979, 0.5, 0.5]
-    np.testing.assert_allclose(K["native_px"], [0.50505 * 1216, 0.8979 * 704, 608, 352])
+    assert K["regime"] == 2 and K["native_model"] == [0.50505, 0.8979, 0.5, 0.5]  # the model's normalised units
+    np.testing.assert_allclose(K["native"], [0.50505 * 1216, 0.8979 * 704, 608, 352])  # pixels, what evaluate reads
+    assert K["native_px"] == K["native"]
     assert K["native_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(0.5 / 0.50505)))  # 89.42
     assert K["case_hfov_deg"] == pytest.approx(math.degrees(2 * math.atan(1080 / 2 / REAL_K[0])))
     # 1080x720 covers 1216x704 with scale 1216/1080 -> 1216 x 810: no horizontal crop, the FOV is kept
@@ -126,3 +127,40 @@ def test_intrinsics_fixed_regime2_real_size(gc):
     # scale 704/1080 -> int(1251.6) = 1251 wide, 1216 kept: visible width 1216/1251 of the original
     assert p.intrinsics["case_hfov_after_crop_deg"] == pytest.approx(
         math.degrees(2 * math.atan(608 / (1000.0 * 1251 / 1920))))
+
+
+# ------------------------------------------------------------------------------------------- gpus=N, setup, output
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_gpus_n_is_torchrun_with_n_processes(n):
+    """README.md:119-135 / scripts/run_sample_batch_sp.sh:10: torchrun --nnodes=1 --nproc_per_node=8 --master_port
+    29605 hymm_sp/sample_batch.py ...; sequence parallel over the world size (parallel_states.py:82-93), no other
+    flag; --standalone replaces the fixed port. gpus=1 is the README's 1-process torchrun (README.md:209)."""
+    cmd = get_adapter("hy-gamecraft", gpus=n).plan(worldmark_case(1)).files["command.txt"]
+    assert cmd.startswith("env MODEL_BASE=CKPT/stdmodels PYTHONPATH=. python -m torch.distributed.run --standalone "
+                          f"--nproc_per_node={n} hymm_sp/sample_batch.py --image-path 000.jpg ")
+    assert "--master_port" not in cmd and "--nnodes" not in cmd and cmd.endswith(" --save-path OUT\n")
+
+
+@pytest.mark.parametrize("n", [3, 6, 12, 16, 24])
+def test_gpus_that_cannot_split_heads_and_tokens_evenly_are_refused(n):
+    """24 heads (models.py:689-695) and 44 x 76 tokens x 10 or 18 latents (models.py:596; sample_inference.py:611-615):
+    3, 6, 12, 24 divide the heads but not 10 x 3344 tokens; 16 divides neither."""
+    from worldgate.adapters import AdapterError
+
+    assert all((10 * 44 * 76) % k == 0 and (18 * 44 * 76) % k == 0 and 24 % k == 0 for k in (1, 2, 4, 8))
+    with pytest.raises(AdapterError, match=r"gpus=%d cannot run: .*one of 1, 2, 4, 8$" % n):
+        get_adapter("hy-gamecraft", gpus=n).plan(worldmark_case(1))
+
+
+def test_output_and_setup():
+    import worldgate.adapters.hy_gamecraft as mod
+
+    p = get_adapter("hy-gamecraft").plan(worldmark_case(1))  # image 000.jpg -> OUT/000.mp4 (SB:292-293)
+    assert p.extra["output_video"] == "000.mp4"
+    c = Case(id="dots", suite="t", trajectory=library.worldmark(1), image="/a/b/scene.v2.png", intrinsics=REAL_K,
+             image_size=REAL_SIZE)
+    assert get_adapter("hy-gamecraft").plan(c).extra["output_video"] == "scene.mp4"  # basename.split('.')[0]
+    spec = mod.HYGameCraft.repo_spec
+    assert spec.commit == "07afcd4c7c5c6ba90108cf1493c312f7a51b79ac" and spec.commit in mod.__doc__
+    assert spec.subdir == "" and spec.requirements == ("requirements.txt",)
+    assert spec.weights_patterns == ("gamecraft_models/mp_rank_00_model_states.pt", "stdmodels/*")

@@ -135,3 +135,39 @@ def test_intrinsics_wide_image_is_cropped_horizontally(wp):
 def test_pose_scale_model_arg():
     p = get_adapter("hy-worldplay", pose_scale=0.5).plan(worldmark_case(1))
     assert p.arrays["c2w"][6, 2, 3] == pytest.approx(0.5 * 1.4)
+
+
+# ------------------------------------------------------------------------------------------- gpus=N, setup, output
+ARGS = ("hyvideo/generate.py --prompt \"$(cat prompt.txt)\" --image_path 000.jpg --resolution 480p --aspect_ratio 16:9 "
+        "--video_length 493 --seed SEED --rewrite false --sr false --pose pose.json --output_path OUT --model_path "
+        "MODEL_PATH --action_ckpt AR_ACTION_MODEL_PATH --few_step false --width 832 --height 480 --model_type ar\n")
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16])
+def test_gpus_n_is_torchrun_with_n_processes(n):
+    """run.sh:69-88: torchrun --nproc_per_node=$N_INFERENCE_GPU hyvideo/generate.py ...; the sequence-parallel degree
+    is the world size itself (hyvideo/generate.py:38), so the process count is the only flag. gpus=1 is a 1-process
+    torchrun too: generate.py builds its device mesh at import (hyvideo/commons/parallel_states.py:37-43)."""
+    cmd = get_adapter("hy-worldplay", gpus=n).plan(worldmark_case(1)).files["command.txt"]
+    assert cmd == f"python -m torch.distributed.run --standalone --nproc_per_node={n} " + ARGS
+    assert "--master_port" not in cmd and "--sp" not in cmd and "ulysses" not in cmd
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 12, 32])
+def test_gpus_the_16_heads_cannot_split_are_refused(n):
+    from worldgate.adapters import AdapterError
+
+    with pytest.raises(AdapterError, match=r"gpus=%d cannot run: .* 16 attention heads .*one of 1, 2, 4, 8, 16" % n):
+        get_adapter("hy-worldplay", gpus=n).plan(worldmark_case(1))
+
+
+def test_output_and_setup():
+    from worldgate.adapters.hy_worldplay import HYWorldPlay
+    import worldgate.adapters.hy_worldplay as mod
+
+    p = get_adapter("hy-worldplay").plan(worldmark_case(1))
+    assert p.extra["output_video"] == "gen.mp4" and "--sr false" in p.files["command.txt"]  # G:777, 794 (no SR)
+    spec = HYWorldPlay.repo_spec
+    assert spec.commit == "da2d0c26eb0edb647f56e164ffd966490eb75282" and spec.commit in mod.__doc__
+    assert spec.subdir == "" and spec.requirements == ("requirements.txt",) and spec.weights_patterns == ("ar_model/*",)
+    assert "hyvideo/generate.py:38" in HYWorldPlay.multi_gpu

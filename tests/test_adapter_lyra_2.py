@@ -55,3 +55,35 @@ def test_npz_round_trip(ly, tmp_path):
     with np.load(tmp_path / "trajectory.npz", allow_pickle=False) as z:
         assert set(z.files) == {"w2c", "intrinsics", "image_height", "image_width"}
         np.testing.assert_array_equal(z["w2c"], p.files["trajectory.npz"]["w2c"])
+
+
+# ------------------------------------------------------------------------------------------- gpus, setup, output
+def test_gpus_1_is_the_readmes_plain_process_writing_into_out(ly):
+    """README.md:108-116 runs one plain `python -m lyra_2...`; --output_path OUT (default inference/lyra2_custom_traj
+    in the checkout, lyra2_custom_traj_inference.py:130) so the video is OUT/<image stem>.mp4 (:311-313)."""
+    for a in (ly, get_adapter("lyra-2", gpus=1)):
+        p = a.plan(worldmark_case(1))
+        cmd = p.files["command.txt"]
+        assert cmd.startswith("python -m lyra_2._src.inference.lyra2_custom_traj_inference --experiment lyra2 ")
+        assert cmd.endswith(" --seed SEED --output_path OUT\n") and "context_parallel" not in cmd
+        assert p.extra["output_video"] == "000.mp4"
+
+
+@pytest.mark.parametrize("n", [2, 8])
+def test_gpus_above_1_are_refused(n):
+    """--context_parallel_size exists (lyra2_custom_traj_inference.py:141) but its branch imports a top-level
+    `imaginaire` the repository does not ship (:217-222); no README or script launches it."""
+    from worldgate.adapters import AdapterError
+
+    with pytest.raises(AdapterError, match=f"lyra-2 has no multi-GPU inference .* gpus={n}"):
+        get_adapter("lyra-2", gpus=n).plan(worldmark_case(1))
+
+
+def test_repo_spec_pins_the_commit_folder_and_weights():
+    import worldgate.adapters.lyra_2 as mod
+
+    spec = mod.Lyra2.repo_spec
+    assert spec.commit == "9fffc9adc37004091ecf26ef03abfb3abdf4d59a" and spec.commit in mod.__doc__
+    assert spec.subdir == "Lyra-2" and spec.requirements == ("requirements.txt",)
+    assert spec.weights_patterns == ("checkpoints/*",) and spec.weights_dir == ""  # README.md:51, in the checkout
+    assert mod.Lyra2.multi_gpu == ""

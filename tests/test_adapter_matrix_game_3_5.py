@@ -103,13 +103,47 @@ def test_camera_npz_round_trip(mg, tmp_path):
 
 
 def test_commands_use_the_checkpoint_and_write_into_out():
-    """ckpt is honoured (README.md:92-100 layout under CKPT) and the video goes to the runner's OUT, never into the
-    checkout (distilled --output is an .mp4 path, infer_distilled.py:43, 64-65; base --output is a folder,
-    infer.py:406)."""
+    """ckpt is honoured (README.md:74-100 layout under CKPT: the Hub downloads' own folders, which the README's
+    symlinks point into, :76-82) and the video goes to the runner's OUT, never into the checkout (distilled --output
+    is an .mp4 path, infer_distilled.py:43, 64-65; base --output is a folder, infer.py:406)."""
     cmd = get_adapter("matrix-game-3.5").plan(worldmark_case(1)).files["command.txt"]
-    assert "--checkpoint CKPT/distilled-first-person.safetensors " in cmd and "checkpoints/" not in cmd
+    assert "--checkpoint CKPT/Matrix-Game-3.5-Distilled/first-person.safetensors " in cmd and "checkpoints/" not in cmd
     assert "--wan-dir CKPT/Wan2.2-TI2V-5B --da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1 " in cmd
     assert cmd.rstrip().endswith("--output OUT/result.mp4") and "--camera-convention c2w " in cmd
     cmd = get_adapter("matrix-game-3.5", variant="base").plan(worldmark_case(1, view="third")).files["command.txt"]
-    assert "--ckpt CKPT/third-person.safetensors --wan-dir CKPT/Wan2.2-TI2V-5B " in cmd
+    assert "--ckpt CKPT/Matrix-Game-3.5-Base/third-person.safetensors --wan-dir CKPT/Wan2.2-TI2V-5B " in cmd
     assert "--output OUT --name " in cmd and "--seed SEED" in cmd
+
+
+# ------------------------------------------------------------------------------------------- gpus, setup, output
+@pytest.mark.parametrize("variant", ["distilled", "base"])
+def test_gpus_1_is_plain_and_above_1_refused(variant):
+    """One GPU (README.md:36); both entry points run their worker with accelerate's 1-process config
+    (configs/accelerate_inference_1gpu.yaml; infer.py:304-307)."""
+    from worldgate.adapters import AdapterError
+
+    a = get_adapter("matrix-game-3.5", variant=variant)
+    cmd = a.plan(worldmark_case(1)).files["command.txt"]
+    assert cmd == get_adapter("matrix-game-3.5", variant=variant, gpus=1).plan(worldmark_case(1)).files["command.txt"]
+    assert cmd.startswith("python infer_distilled.py " if variant == "distilled" else "python infer.py ")
+    with pytest.raises(AdapterError, match="matrix-game-3.5 has no multi-GPU inference .* gpus=2"):
+        get_adapter("matrix-game-3.5", variant=variant, gpus=2).plan(worldmark_case(1))
+
+
+def test_output_video_is_declared_for_both_variants():
+    """distilled: --output OUT/result.mp4; base: OUT/<first|third>_person/<name>/result.mp4 beside
+    memory_visualization.mp4 (infer.py:255-258, 361-380), so the newest .mp4 could be the wrong one."""
+    assert get_adapter("matrix-game-3.5").plan(worldmark_case(1)).extra["output_video"] == "result.mp4"
+    p = get_adapter("matrix-game-3.5", variant="base").plan(worldmark_case(1, view="third"))
+    assert p.extra["output_video"] == "third_person/t-001/result.mp4" and "--name t-001" in p.files["command.txt"]
+
+
+def test_repo_spec_pins_the_commit_and_the_weights_the_command_reads():
+    import worldgate.adapters.matrix_game_3_5 as mod
+
+    spec = mod.MatrixGame35.repo_spec
+    assert spec.commit == "fa6d2b628ac9b0f1657dc24689536d74bfeb51da" and spec.commit in mod.__doc__
+    assert spec.subdir == "" and spec.requirements == ("requirements.txt",)
+    assert spec.weights_dir == "Matrix-Game-3.5-Distilled" and spec.weights_patterns == ("first-person.safetensors",)
+    cmd = get_adapter("matrix-game-3.5").plan(worldmark_case(1)).files["command.txt"]
+    assert f"--checkpoint CKPT/{spec.weights_dir}/{spec.weights_patterns[0]} " in cmd

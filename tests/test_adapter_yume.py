@@ -163,3 +163,39 @@ def test_pan_sentence_caveat(yu):
     p = yu.plan(worldmark_case(5))  # R: a turn without a move
     assert any("caption_re.txt:7-11" in c and "pushes forward (W)" in c for c in p.caveats)
     assert not any("caption_re.txt:7-11" in c for c in yu.plan(worldmark_case(1)).caveats)
+
+
+# ------------------------------------------------------------------------------------------- gpus, setup, output
+def test_gpus_1_is_a_one_process_torchrun_with_no_fixed_port(yu):
+    """sample_5b.py reads LOCAL_RANK/RANK/WORLD_SIZE and joins NCCL unconditionally (sample_5b.py:1124-1127), so it
+    runs under the launcher even alone; --standalone picks a free port instead of sample_5b.sh's --master_port 29717,
+    so two cases on one node do not collide."""
+    cmd = yu.plan(worldmark_case(1)).files["command.txt"]
+    assert cmd.startswith("python -m torch.distributed.run --standalone --nproc_per_node=1 "
+                          "fastvideo/sample/sample_5b.py --gradient_checkpointing ")
+    assert "--master_port" not in cmd and "29717" not in cmd and "--sp_size" not in cmd
+    assert cmd == get_adapter("yume", gpus="1").plan(worldmark_case(1)).files["command.txt"]
+
+
+@pytest.mark.parametrize("n", [2, 8])
+def test_gpus_above_1_are_refused(n):
+    """sample_5b.sh's 2 processes split the images of --jpg_dir between ranks (sample_5b.py:782-785): one case on N
+    processes would be generated N times; the 5B model has no sequence parallelism (wan23/textimage2video.py:161)."""
+    from worldgate.adapters import AdapterError
+    from worldgate.adapters.yume import Yume
+
+    assert Yume.multi_gpu == ""
+    with pytest.raises(AdapterError, match=f"yume has no multi-GPU inference .* gpus={n} cannot be honoured"):
+        get_adapter("yume", gpus=n).plan(worldmark_case(1))
+
+
+def test_repo_spec_pins_the_commit_the_setup_and_the_weights():
+    import worldgate.adapters.yume as mod
+
+    spec = mod.Yume.repo_spec
+    assert spec.commit == "111c3fab7fb020d1e261a68be6ec78a3fecc8d5b" and spec.commit in mod.__doc__
+    # README.md:36-39: env_setup.sh (torch, flash-attn, `pip install -e .`) then requirements.txt: the pip steps
+    assert spec.subdir == "" and spec.requirements == ("pyproject.toml", "requirements.txt")
+    assert spec.weights_patterns == ("models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "Wan2.2_VAE.pth",
+                                     "config.json", "diffusion_pytorch_model.safetensors")
+    assert "/mnt/petrelfs" in mod.__doc__  # the hard-coded InternVL path (sample_5b.py:1288) is recorded
