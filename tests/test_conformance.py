@@ -195,7 +195,9 @@ while todo:
 rec = {"argv": argv, "cwd": os.getcwd(), "env": added, "paths": seen}
 with open(os.environ["FAKE_RECORD"], "a") as f:
     f.write(json.dumps(rec) + "\n")
-shutil.copyfile(os.environ["FAKE_VIDEO"], os.path.join(os.environ["WORLDGATE_OUT"], "fake.mp4"))
+dest = os.path.join(os.environ["WORLDGATE_OUT"], os.environ.get("FAKE_OUTPUT", "fake.mp4"))  # the model's file name
+os.makedirs(os.path.dirname(dest), exist_ok=True)
+shutil.copyfile(os.environ["FAKE_VIDEO"], dest)
 '''
 
 # A launcher on PATH (torchrun): drop the launcher's own options, run the script it was given with this Python.
