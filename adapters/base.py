@@ -239,6 +239,12 @@ class Adapter:
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
         raise AdapterError(f"{self.info.name} has no runtime in this build; use --dry-run to write its native inputs")
 
+    def with_context(self, plan: NativeInputs, policy) -> NativeInputs:
+        """The plan as it runs under the context ``policy`` (generate calls it before writing or rolling out): the
+        same plan, unless the policy changes the model's native inputs (a repository model whose launcher takes it
+        as flags and files, so ``--dry-run`` shows them)."""
+        return plan
+
     def context_support(self, name: str) -> str | None:
         """None when a rollout can apply the context policy ``name``, else why not (generate refuses before running)."""
         if name in self.info.context_policies:

@@ -40,11 +40,19 @@ Same input files and conventions as v1 (see adapters/lingbot_world.py), read at 
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+from pathlib import Path
 
-from .base import AdapterInfo, image_arg
+from .base import AdapterError, AdapterInfo, image_arg
 from .lingbot_world import OUTPUT_VIDEO, LingBotWorld
 from .repo import RepoSpec
+
+SCRIPT = "generate.py "  # the entry point in the command, replaced by the launcher under a context policy
+LAUNCHER = "LINGBOT_V2_LAUNCHER_PATH"  # the launcher's path, filled by load() (a placeholder: the plan stays portable)
+WINDOW = " --local_attn_size 18 --sink_size 6"  # the README's window (README.md:108), off under a policy
+CONTEXT_LOG = "context.jsonl"  # what the launcher writes into OUT: the chunks each chunk held
 
 
 class LingBotWorldV2(LingBotWorld):
@@ -60,10 +68,12 @@ class LingBotWorldV2(LingBotWorld):
         fps_source="writer: save_video(fps=cfg.sample_fps=16) (generate.py:292-298)",
         chunk_frames=16, first_chunk_frames=13, duration_unit="frames (16m-3: whole 4-latent chunks)",
         control="poses", pose_convention="c2w OpenCV; relative to frame 0, translation max-normalised inside the model",
-        intrinsics_regime=4, aspect_policy="stretch", context_policies=("full_kv", "sliding_window"),
+        intrinsics_regime=4, aspect_policy="stretch", context_policies=("full_kv", "sliding_window", "fov"),
         hf_ids=("robbyant/lingbot-world-v2-14b-causal-fast",), repository="https://github.com/robbyant/lingbot-world-v2",
         licence="CC BY-NC-SA 4.0", integration="A",
-        notes="causal-fast only; --local_attn_size 18 --sink_size 6 as the README runs it; the size shown is the max "
+        notes="causal-fast only; --local_attn_size 18 --sink_size 6 as the README runs it; --context full_kv|"
+              "sliding_window|fov --budget N runs worldgate's launcher (adapters/lingbot_v2_launcher.py): the model's "
+              "own causal loop, the policy choosing the chunks each chunk's self-attention sees; the size shown is the max "
               "area: the working size follows the image's aspect (768x512 at 3:2, 624x624 at 1:1, "
               "wan/image2video.py:488-497), recorded per case in the plan",
     )
@@ -79,3 +89,56 @@ class LingBotWorldV2(LingBotWorld):
                            f"--action_path ACTION_DIR --frame_num {F} --chunk_size 4 --local_attn_size 18 "
                            f"--sink_size 6 --base_seed SEED --save_dir OUT --save_file OUT/{OUTPUT_VIDEO} "
                            f"--prompt \"$(cat prompt.txt)\"")
+
+    # ------------------------------------------------------------------------------------ context policies
+    def context_support(self, name: str) -> str | None:
+        """Every worldgate policy: the launcher puts it into the model's own causal loop."""
+        return None if name in self.info.context_policies else super().context_support(name)
+
+    def with_context(self, plan, policy):
+        """The plan run under ``policy`` at its budget: worldgate's launcher (adapters/lingbot_v2_launcher.py) in
+        place of ``generate.py`` with the same arguments, the model's global cache (``--local_attn_size -1
+        --sink_size 0``, generate.py's defaults, passed explicitly: the policy is the only window), and the policy in
+        ``context.json``; the launcher logs the chunks each chunk held to ``OUT/context.jsonl``."""
+        if policy is None:
+            return plan
+        plan = copy.deepcopy(plan)
+        cmd = plan.files["command.txt"]
+        if WINDOW not in cmd or SCRIPT not in cmd:
+            raise AdapterError(f"{self.info.name}: the plan's command has no {SCRIPT!r} with the README window to "
+                               f"replace ({cmd.strip()[:120]}...)")
+        budget = "none" if policy.budget is None else str(int(policy.budget))
+        cmd = cmd.replace(SCRIPT, f"{LAUNCHER} ", 1).replace(WINDOW, " --local_attn_size -1 --sink_size 0")
+        cmd = cmd.rstrip("\n") + (f" --context-policy {policy.name} --context-budget {budget} --context-json "
+                                  f"context.json --context-log OUT/{CONTEXT_LOG}\n")
+        plan.files["command.txt"] = cmd
+        plan.files["context.json"] = policy.describe()
+        plan.extra["context"] = policy.describe()
+        plan.caveats.append(f"context policy {policy.name} at budget {budget} chunks (4 latents, 16 frames each; the "
+                            "sink is chunk 0) decides which earlier chunks each chunk's self-attention sees, through "
+                            "worldgate's launcher around the model's own causal loop; the README's 18/6 window is "
+                            "off. The cache itself stays full length (FullKV's memory); the policy bounds what "
+                            "attention reads")
+        return plan
+
+    def load(self, device: str = "cpu", dtype: str | None = None) -> None:
+        super().load(device, dtype)
+        self._paths["extra"][LAUNCHER.lower()] = str(Path(__file__).with_name("lingbot_v2_launcher.py"))
+
+    def rollout(self, plan, context=None, seed: int = 0):
+        if context is None:
+            yield from super().rollout(plan, None, seed)
+            return
+        if "context.json" not in plan.files:
+            plan = self.with_context(plan, context)
+        for chunk in super().rollout(plan, None, seed):
+            log = chunk.video.parent / CONTEXT_LOG
+            if not log.is_file():
+                raise AdapterError(f"{self.info.name}: the launcher wrote no {CONTEXT_LOG} beside {chunk.video.name}: "
+                                   "it did not run the policy")
+            rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            chunk.extra["context_rows"] = [{"chunk": int(r["chunk"]), "chunk_start": int(r["chunk_start"]),
+                                            "frames": int(r["chunk_stop"]) - int(r["chunk_start"]),
+                                            "context": [int(c) for c in r["context"]],
+                                            "history_tokens": int(r.get("history_tokens", 0))} for r in rows]
+            yield chunk

@@ -461,6 +461,11 @@ def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, c
                 if "kv_bytes" in chunk.extra:
                     row["kv_bytes"] = int(chunk.extra["kv_bytes"])
                 context_rows.append(row)
+            for r in chunk.extra.get("context_rows") or ():  # a model whose own loop logged its chunks (one video)
+                context_rows.append({"chunk": int(r["chunk"]), "chunk_start": int(r["chunk_start"]),
+                                     "frames": int(r["frames"]), "context": [int(c) for c in r["context"]],
+                                     **({"kv_bytes": int(r["kv_bytes"])} if "kv_bytes" in r else {}),
+                                     **({"history_tokens": int(r["history_tokens"])} if "history_tokens" in r else {})})
         if not writers or n == 0:
             raise RuntimeError(f"{adapter.name}: rollout produced no frames for case {case.id}")
         for w in writers.values():

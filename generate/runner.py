@@ -525,6 +525,8 @@ def run_generate(model: str, suite: str, out: str | Path | None = None, *, data:
                 result.skipped.append(case.id)
                 continue
             plan = adapter.plan(case)
+            if policy is not None:
+                plan = adapter.with_context(plan, policy)
             check_plan_intrinsics(plan)  # a plan evaluate would refuse is the adapter's defect, said here
             case_seed = int(case.tags["seed"]) if seeds else seed
             if dry_run:

@@ -459,7 +459,8 @@ CONTEXT_CASES = [(n, p) for n in MODELS.names() if kind_of(n) in ("engine", "rep
 @pytest.mark.parametrize("name,policy", CONTEXT_CASES)
 def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, request):
     """A policy an Engine model lists in ``info.context_policies`` passes generate's check and its rollout takes it; a
-    repository model's list describes its own cache, and generate refuses --context for it before anything runs.
+    repository model's list describes its own cache, and generate refuses --context for it before anything runs,
+    unless worldgate's launcher puts the policy into the model's loop (LingBot-World v2).
     (sana-wm's policies need its stage-2 refiner: tests/test_adapter_sana_wm.py runs them.)"""
     xfail_when(policy not in POLICIES, f"{name} lists {policy!r} in info.context_policies, which is no context policy "
                                        f"(known: {', '.join(sorted(POLICIES))}): generate --context {policy} fails",
@@ -476,6 +477,19 @@ def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, reques
             assert set(r["context"]) <= set(range(k)), r
             assert budget is None or len(r["context"]) <= budget, r
         assert json.loads((rec / "meta.json").read_text())["context"]["name"] == policy
+        return
+    if get_adapter(name).context_support(policy) is None:
+        # a repository model whose launcher takes the policy (LingBot-World v2: adapters/lingbot_v2_launcher.py): the
+        # dry run's native files name the policy and its budget, and the command runs the launcher with them (the
+        # launcher itself is proven on the model's real code in tests/test_lingbot_v2_context.py)
+        manifest, _ = image_manifest(tmp_path / "case")
+        out = tmp_path / "dry"
+        res = run_generate(name, str(manifest), out, dry_run=True, progress=False, context=policy, budget=budget)
+        native = out / res.done[0] / "native"
+        cmd = (native / "command.txt").read_text()
+        assert f"--context-policy {policy} --context-budget {budget if budget else 'none'}" in cmd, cmd
+        assert json.loads((native / "context.json").read_text())["name"] == policy
+        assert "_LAUNCHER_PATH" in cmd.split()[1]
         return
     # a repository model applies its own cache inside its official entry point: the policies it lists describe that
     # cache, and generate refuses to choose one from outside before anything runs

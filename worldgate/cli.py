@@ -219,7 +219,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def cmd_compare_context(a: argparse.Namespace) -> int:
     pols = [p.strip() for p in a.policies.split(",") if p.strip()]
     r = compare_context(a.model, a.suite, pols, a.budget, a.out, data=a.data, limit=a.limit, overrides=a.overrides,
-                        seed=a.seed, full=a.full)
+                        seed=a.seed, full=a.full, model_args=parse_model_args(a.model_args), backend=a.backend)
     print(r["markdown"])
     print(f"wrote {r['out'] / 'compare.md'}, compare.json and context.png")
     return 0
@@ -323,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--limit", type=int)
     cc.add_argument("--full", action="store_true")
     cc.add_argument("--seed", type=int, default=0)
+    cc.add_argument("--model-args", help="comma-separated key=value for the adapter (a real model: setup=DIR,gpus=N)")
+    cc.add_argument("--backend", default="classical", choices=["classical", "learned"])
     cc.add_argument("--out", default="runs/compare-context")
     cc.add_argument("overrides", nargs="*", metavar="key=value")
     cc.set_defaults(fn=cmd_compare_context)
