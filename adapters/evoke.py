@@ -22,11 +22,13 @@ OP = evoke/dataset/evoke_data/operators.py, PE = evoke/pipelines/pipeline_evoke.
   folder of ``hf download AlayaLab/Evoke --local-dir models`` + ViGeo in ``models/ViGeo1.1``, README.md:166-170):
   ``TRANSFORMER_PATH`` (launcher default models/evoke/stage3_post_distillation, infer_post_distill.sh:135) ->
   ``CKPT/evoke/stage3_post_distillation``, ``BASE_CKPT`` models/evoke-base (IB:81) -> ``CKPT/evoke-base``,
-  ``VIGEO_WEIGHTS`` models/ViGeo1.1 (IB:173) -> ``CKPT/ViGeo1.1``. ``OUT_ROOT`` (infer_post_distill.sh:161) stays
-  in the checkout: adapters/repo.py maps no ``K=OUT`` token yet, and the launcher also writes per-chunk
-  ``segments/segment_NNN_pred.mp4`` next to ``geo_pred.mp4`` (infer_post_distill.sh:76-78), so the runner's
-  newest-mp4 pick is not safe here either (open, issue 18). Left at the launcher's value, with a
-  caveat: image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px
+  ``VIGEO_WEIGHTS`` models/ViGeo1.1 (IB:173) -> ``CKPT/ViGeo1.1``. ``OUT_ROOT`` (launcher default
+  ``output_evoke/infer/post_distill_$TAG`` in the checkout, infer_post_distill.sh:161, read from the environment)
+  -> the runner's ``OUT`` (fresh per case: a stale ``geo_pred.mp4`` can never make the launcher skip the case,
+  IB:410), and the plan names ``<case>/geo_pred.mp4`` (``extra["output_video"]``), so the per-chunk segment videos
+  beside it are never taken. ``GPU_OFFSET`` (infer_post_distill.sh:201-205: one shard exports
+  ``CUDA_VISIBLE_DEVICES=${GPU_OFFSET:-0}``) is set by the runner to the case's own device (``RepoSpec.device_env``),
+  so under accelerate no case lands on GPU 0 of another. Left at the launcher's value, with a caveat: image-to-video chunk 0 rescales depth so its 90th-percentile parallax is 135 px
   (``GEO_CHUNK0_TARGET_DISP_PX``, da3_cloud.py:1737-1853; IS:1018), which is the model's own behaviour.
 - Translation unit: in i2v the scene's median depth is set to 5 pose units (``depth_median`` scale mode, IB:175-197;
   IS:329). This adapter writes the trajectory's metres as pose units. The Plücker branch that max-normalises
@@ -43,10 +45,8 @@ OP = evoke/dataset/evoke_data/operators.py, PE = evoke/pipelines/pipeline_evoke.
   (9 c - 1) * 4 + 1 = 36 c - 3 frames (IS:622-630). Chunk k reads the 33 poses [36 k, 36 k + 33) (PE:2542-2565).
   Rounding: the smallest c with 36 c - 3 >= n + 1 (n = frames of the trajectory at 24 fps); a 20 s key is 480 frames.
 - Output: ``$OUT_ROOT/<name>/geo_pred.mp4`` (IB:240, 370, 404; infer_post_distill.sh:76-78), ``name`` = the row's
-  ``name`` = the case id, ``OUT_ROOT`` = ``output_evoke/infer/post_distill_i2v`` in the checkout
-  (infer_post_distill.sh:161), 640x384 at 24 fps, 36 c - 3 frames; per-chunk ``segments/segment_NNN_pred.mp4`` beside
-  it. A case whose ``geo_pred.mp4`` already exists is skipped (IB:410), so re-running a case id in the same checkout
-  writes no new video (the runner then reports that none was written).
+  ``name`` = the case id, ``OUT_ROOT`` = the runner's OUT (above), 640x384 at 24 fps, 36 c - 3 frames; per-chunk
+  ``segments/segment_NNN_pred.mp4`` beside it.
 - Several GPUs for one case: none. ``LOCAL_GPUS`` shards *cases* over GPUs, one ``infer_batch.py`` process per GPU
   (infer_post_distill.sh:59, 99-101, 201-236: "LOCAL_GPUS (shard by case)"); the student's Ulysses runtime
   (evoke/modules/student_sp.py) is training-only and the teacher example is "non-SP, single process"
@@ -108,7 +108,7 @@ class Evoke(RepoAdapter):
         entry="scripts/inference/infer_post_distill.sh",
         hf_id="AlayaLab/Evoke",
         commit="74d268516d95c8fceadd2378f91a73f9f187042b", subdir="", requirements=("requirements.txt",),
-        weights_patterns=("evoke/stage3_post_distillation/*", "evoke-base/*"),
+        weights_patterns=("evoke/stage3_post_distillation/*", "evoke-base/*"), device_env="GPU_OFFSET",
     )
     #: none: LOCAL_GPUS shards cases, one process per GPU (infer_post_distill.sh:59, 99-101)
     multi_gpu = ""
@@ -170,7 +170,7 @@ class Evoke(RepoAdapter):
         cmd = (f"env MODE=i2v NUM_CHUNKS={chunks} MAX_CASES=1 JSONL=cases.jsonl SEED=SEED CAP_MAX_DEG=0 "
                f"CAP_MAX_TRANS=0 POSE_SMOOTH_WIN=0 POSE_EXTEND_MODE=clamp JOYSTICK_HUD=off "
                f"TRANSFORMER_PATH=CKPT/evoke/stage3_post_distillation BASE_CKPT=CKPT/evoke-base "
-               f"VIGEO_WEIGHTS=CKPT/ViGeo1.1 "
+               f"VIGEO_WEIGHTS=CKPT/ViGeo1.1 OUT_ROOT=OUT "
                f"bash scripts/inference/infer_post_distill.sh  # cases.jsonl paths are relative to the Evoke checkout")
         return NativeInputs(
             adapter=self.info.name, adapter_version=self.info.version, case_id=case.id, width=W, height=H,
@@ -187,5 +187,6 @@ class Evoke(RepoAdapter):
                         "native_hfov_deg": horizontal_fov_deg(float(K[0, 0]), W)},
             prompt=case.prompt, prompt_source=case.prompt_source, caveats=caveats,
             extra={"num_chunks": chunks, "pose_fps": int(FPS), "pose_source_resolution": [H, W],
+                   "output_video": f"{case.id}/geo_pred.mp4",
                    "depth_median_target": DEPTH_MEDIAN_TARGET, "image": case.image},
         )

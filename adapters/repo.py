@@ -50,6 +50,9 @@ class RepoSpec:
     hf_revision: str = ""
     #: the environment's requirement files in the model's folder, installed in order by ``worldgate setup``
     requirements: tuple[str, ...] = ("requirements.txt",)
+    #: an environment variable the model's launcher reads as its GPU index and then exports as CUDA_VISIBLE_DEVICES
+    #: itself (Evoke's GPU_OFFSET): set to this case's first visible device, so it cannot land on another one's
+    device_env: str = ""
     #: the folder under ``ckpt`` the command reads the ``hf_id`` download from ("" : ``ckpt`` itself), e.g.
     #: LingBot's ``--ckpt_dir CKPT/lingbot-world-base-cam``
     weights_dir: str = ""
@@ -253,6 +256,8 @@ def command_argv(command: str, files: dict, native: Path, paths: dict, image: st
         elif "=" in tok and tok.split("=", 1)[1] in files:  # a file passed through the environment (Evoke JSONL=)
             k, v = tok.split("=", 1)
             tok = f"{k}={native / v}"
+        elif "=" in tok and tok.split("=", 1)[1] == "OUT":  # the output folder through the environment (OUT_ROOT=)
+            tok = f"{tok.split('=', 1)[0]}={native.parent / 'out'}"
         elif tok == "OUT":  # the entry point's output folder
             tok = str(native.parent / "out")
         elif tok.startswith("OUT/") and ".." not in Path(tok).parts:  # a file in it (MG-3.5 distilled --output)
@@ -306,6 +311,10 @@ def run_checkout(name: str, spec: RepoSpec, paths: dict, plan, seed: int | None 
             raise AdapterError(f"{name}: the plan has no command.txt to run")
         t0 = time.time()
         env = child_env(int(paths.get("gpus", 1)), work / "out")
+        if paths["python"] != sys.executable:  # the model's environment first on PATH: its launcher scripts' own
+            env["PATH"] = os.pathsep.join([str(Path(paths["python"]).parent), env.get("PATH", "")])  # python, torchrun
+        if spec.device_env and env.get("CUDA_VISIBLE_DEVICES", "").strip():
+            env[spec.device_env] = env["CUDA_VISIBLE_DEVICES"].split(",")[0].strip()
         (work / "out").mkdir()
         proc = subprocess.run(argv, cwd=paths["repo"], env=env, capture_output=True, text=True,
                               timeout=spec.timeout_s)

@@ -362,6 +362,16 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _phase_frames(phase, plan, fps: float, n: int) -> list[int]:
+    """A phase's frames in the produced video: from its segments' frame ranges in the plan (which say where the model
+    really puts them: ABot-World's first block, Matrix-Game 1.0's still latents, whole 33-frame actions), else from
+    its times (identical for the Engine)."""
+    segs = list(phase.segments)
+    if segs and max(segs) < len(plan.segment_frames):
+        return [int(plan.segment_frames[min(segs)][0]), int(plan.segment_frames[max(segs)][1])]
+    return list(phase.frame_range(fps, n))
+
+
 def trajectory_json(case, plan) -> dict:
     """Segments and phases of the case with their frame ranges in the produced video."""
     traj, fps, n = case.trajectory, plan.fps, plan.n_frames
@@ -370,7 +380,7 @@ def trajectory_json(case, plan) -> dict:
         segs.append({"index": i, "move": s.move.value, "look": s.look.value, "seconds": s.seconds,
                      "frames": [int(fr[0]), int(fr[1])]})
     phases = [{"name": p.name, "start_s": p.start_s, "end_s": p.end_s, "segments": list(p.segments),
-               "frames": list(p.frame_range(fps, n))} for p in traj.phases()]
+               "frames": _phase_frames(p, plan, fps, n)} for p in traj.phases()]
     return {"fps": fps, "n_frames": n, "trajectory": traj.to_dict(), "segments": segs, "phases": phases}
 
 

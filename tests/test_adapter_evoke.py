@@ -132,7 +132,7 @@ def test_command_turns_the_launcher_caps_and_smoothing_off(ev, tmp_path):
     assert env == {"MODE": "i2v", "NUM_CHUNKS": "14", "MAX_CASES": "1", "JSONL": "cases.jsonl", "SEED": "SEED",
                    "CAP_MAX_DEG": "0", "CAP_MAX_TRANS": "0", "POSE_SMOOTH_WIN": "0", "POSE_EXTEND_MODE": "clamp",
                    "JOYSTICK_HUD": "off", "TRANSFORMER_PATH": "CKPT/evoke/stage3_post_distillation",
-                   "BASE_CKPT": "CKPT/evoke-base", "VIGEO_WEIGHTS": "CKPT/ViGeo1.1"}
+                   "BASE_CKPT": "CKPT/evoke-base", "VIGEO_WEIGHTS": "CKPT/ViGeo1.1", "OUT_ROOT": "OUT"}
     p.write(tmp_path / "native", seed=5)
     argv = command_argv(p.files["command.txt"], p.files, tmp_path / "native",
                         {"python": "python", "ckpt": tmp_path / "models", "extra": {}}, None, seed=5)
@@ -165,3 +165,21 @@ def test_repo_spec_pins_the_commit_and_the_weights_the_command_reads():
     assert spec.weights_patterns == ("evoke/stage3_post_distillation/*", "evoke-base/*")
     cmd = get_adapter("evoke").plan(worldmark_case(1)).files["command.txt"]
     assert "TRANSFORMER_PATH=CKPT/evoke/stage3_post_distillation " in cmd and "BASE_CKPT=CKPT/evoke-base " in cmd
+
+
+def test_output_lands_in_out_under_its_declared_name_and_gpu_offset_follows_the_case(tmp_path, monkeypatch):
+    """OUT_ROOT=OUT reaches the launcher as the case's fresh output folder; the plan names <case>/geo_pred.mp4
+    (never a segments/segment_NNN_pred.mp4); GPU_OFFSET is this case's own device (the launcher exports
+    CUDA_VISIBLE_DEVICES=${GPU_OFFSET:-0}, infer_post_distill.sh:201-205)."""
+    from worldgate.adapters.repo import child_env, command_argv
+
+    plan = get_adapter("evoke").plan(worldmark_case(1))
+    assert plan.extra["output_video"] == "t-001/geo_pred.mp4"
+    native = tmp_path / "native"
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w",
+                                                                         "extra": {}}, "000.jpg")
+    assert f"OUT_ROOT={tmp_path / 'out'}" in argv
+    env = child_env(1, tmp_path / "out", {"WORLD_SIZE": "4", "LOCAL_RANK": "2", "CUDA_VISIBLE_DEVICES": "4,5,6,7",
+                                          "RANK": "2", "MASTER_PORT": "29500"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "6" and "RANK" not in env and "MASTER_PORT" not in env
+    assert get_adapter("evoke").repo_spec.device_env == "GPU_OFFSET"

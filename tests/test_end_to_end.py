@@ -86,6 +86,13 @@ def run_repo_model(name: str, tmp_path, monkeypatch):
     a = meta["achieved"]
     assert (a["width"], a["height"], a["frames"]) == (plan.width, plan.height, plan.n_frames)
     assert a["fps"] == pytest.approx(plan.fps)
+    # every phase sits where the model puts its segments (ABot-World's first block, Matrix-Game 1.0's still
+    # latents, whole 33-frame actions), not where the trajectory's clock would put them
+    traj = json.loads((out / res.done[0] / "trajectory.json").read_text())
+    for ph in traj["phases"]:
+        if ph["segments"]:
+            segs = plan.segment_frames
+            assert ph["frames"] == [segs[min(ph["segments"])][0], segs[max(ph["segments"])][1]], (ph, segs)
     return out
 
 
