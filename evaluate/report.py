@@ -43,11 +43,14 @@ from pathlib import Path
 
 import numpy as np
 
+from worldgate.generate.provenance import differences
 from worldgate.generate.record_files import RecordError, read_regular_text
 
 from .csv_cells import write_csv
-from .metrics import METRIC_INFO, WORLDMARK_COLUMNS, benchmarks
+from . import protocol as PR
+from .metrics import METRIC_INFO, WORLDMARK_COLUMNS, benchmarks, metric_info
 from .report_html import ReportError, _esc, write_html
+from .uncertainty import per_case, rank_first
 
 # WorldMemBench groups (METRICS.md); ids not produced by any run are left out of the table
 WORLDMEMBENCH_GROUPS = {
@@ -385,7 +388,40 @@ def plot_context_points(points: list[dict | None], path: Path) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------------- html
-def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
+def comparability(runs: list[dict], allow_mixed: bool) -> str:
+    """comparability.md: each run's protocol, why the runs cannot be ranked side by side (refused unless
+    ``allow_mixed``), what differs in their provenance, and how often each run ranks first per metric over
+    resamples of the cases they share."""
+    scored = [r for r in runs if not r["results"].get("imported")]
+    why = PR.mixed([r["results"] for r in scored]) if len(scored) > 1 else []
+    if why and not allow_mixed:
+        raise ReportError("these runs cannot be ranked side by side: " + "; ".join(why) + ". Report runs of one "
+                          "protocol, or pass --allow-mixed (the report then says so on every table)")
+    lines = ["# Comparability", ""] + [f"- {_md_cell(r['name'])}: {_md_cell(PR.header(r['results'].get('protocol')))}"
+                                      for r in scored]
+    if why:
+        lines += ["", "**Mixed protocols (--allow-mixed)**: " + _md_cell("; ".join(why))]
+    ref = scored[0] if scored else None
+    for r in scored[1:]:
+        diffs = differences((ref["results"].get("provenance") or {}), (r["results"].get("provenance") or {}))
+        if diffs:
+            lines += ["", f"What differs, {_md_cell(ref['name'])} -> {_md_cell(r['name'])}:"] + \
+                     [f"- {_md_cell(d)}" for d in diffs[:40]]
+    if len(scored) > 1:
+        info = metric_info()
+        lines += ["", "How often each run ranks first (bootstrap over the shared cases):", "",
+                  "| metric | " + " | ".join(_md_cell(r["name"]) for r in scored) + " |",
+                  "|---|" + "---|" * len(scored)]
+        for m in info:
+            share = rank_first({r["name"]: per_case(r["samples"], m) for r in scored},
+                               higher=info[m]["higher_is_better"])
+            if share:
+                lines.append(f"| {_md_cell(info[m]['name'])} | " + " | ".join(f"{share[r['name']]:.0%}"
+                                                                           for r in scored) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(run_dirs: list[str | Path], out: str | Path, allow_mixed: bool = False) -> dict:
     runs = [load_run(Path(r)) for r in run_dirs]
     if not runs:
         raise ReportError("give at least one run folder")
@@ -398,9 +434,12 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> dict:
     names = [r["name"] for r in runs]
     if len(set(names)) != len(names):
         raise ReportError(f"two runs share a folder name ({names}); rename one so the tables can tell them apart")
+    comp = comparability(runs, allow_mixed)  # refused before anything is written
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
+    (out / "comparability.md").write_text(comp)
+    written["comparability"] = "comparability.md"
     md, rows = table(runs, WORLDMARK_COLUMNS, "WorldMark", {"overall": _overall})
     wm = next((b for b in benchmarks() if b.name == "worldmark"), None)
     notes = [(r["name"], wm.summary(r["results"])) for r in runs] if wm is not None and wm.summary else []

@@ -141,6 +141,16 @@ def holm(pvalues: dict) -> dict:
     return out
 
 
+def per_case(samples: list[dict], m: str) -> dict:
+    """case -> the value of metric ``m`` in a run's sample rows (the mean over seeds where a case has several)."""
+    out: dict[str, list] = {}
+    for s in samples:
+        v = (s.get("scores") or {}).get(m)
+        if v is not None and not s.get("error"):
+            out.setdefault(str((s.get("tags") or {}).get("seed_of") or s.get("case")), []).append(float(v))
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
 def rank_first(per_run: dict, higher: bool = True, resamples: int = RESAMPLES, seed: int = SEED) -> dict | None:
     """``per_run``: run -> {case: value}. Over resamples of the shared cases, the share of resamples in which each
     run has the best mean (ties split)."""
@@ -158,4 +168,5 @@ def rank_first(per_run: dict, higher: bool = True, resamples: int = RESAMPLES, s
     return {n: float(w) for n, w in zip(names, wins.mean(axis=1))}
 
 
-__all__ = ["LEVEL", "RESAMPLES", "cluster_interval", "holm", "interval", "paired", "rank_first", "seeds_interval"]
+__all__ = ["LEVEL", "RESAMPLES", "cluster_interval", "holm", "interval", "paired", "per_case", "rank_first",
+           "seeds_interval"]

@@ -149,3 +149,19 @@ def test_a_learned_models_revision_is_the_snapshot_the_loader_opens(tmp_path, mo
     for p, q in zip(loaded.parameters(), ref.parameters()):
         assert torch.equal(p, q)
     assert resolved_revision("not-cached/model")["revision"] is None
+
+
+def test_report_refuses_mixed_runs_and_says_how_often_each_ranks_first(runs, tmp_path):
+    from worldgate.evaluate.report import ReportError, write_report
+
+    (a, _), (b, _), (c, _) = runs["complete"], runs["partial"], runs["seeds"]
+    with pytest.raises(ReportError, match="cannot be ranked side by side"):
+        write_report([a, b], tmp_path / "r1")
+    assert not (tmp_path / "r1").exists()  # refused before anything is written
+    written = write_report([a, b, c], tmp_path / "r2", allow_mixed=True)
+    text = (tmp_path / "r2" / written["comparability"]).read_text()
+    assert "Mixed protocols (--allow-mixed)" in text and "protocol: partial (--limit 2" in text
+    assert "How often each run ranks first" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "%" in ln]
+    assert rows and all(abs(sum(int(x.strip().rstrip("%")) for x in r.split("|")[2:-1]) - 100) <= 2 for r in rows)
+    assert "model.width: None -> 128" not in text  # provenance lines, not settings, are listed as differences

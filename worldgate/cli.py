@@ -227,7 +227,7 @@ def cmd_compare_context(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     _out(a)
-    written = write_report(a.runs, a.out)
+    written = write_report(a.runs, a.out, allow_mixed=a.allow_mixed)
     for what, name in written.items():
         print(f"{what:>18}: {Path(a.out) / name}")
     return 0
@@ -332,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="leaderboard tables, plots and an HTML viewer for scored runs")
     rp.add_argument("runs", nargs="+", help="run folders scored by `evaluate`")
     rp.add_argument("--out", required=True, help="report folder")
+    rp.add_argument("--allow-mixed", action="store_true", help="report runs of different protocols or case sets "
+                                                               "side by side (comparability.md says so)")
     rp.set_defaults(fn=cmd_report)
     ex = sub.add_parser("export", help="write a run as a benchmark delivery (WorldMark layout + manifest.jsonl)")
     ex.add_argument("run")

@@ -21,6 +21,8 @@ from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import ReportError, load_run, read_results
 from worldgate.generate.provenance import differences
 
+per_case = U.per_case
+
 
 def load(path) -> dict:
     """A run folder, or a results_<UTC>.json of its history: {"name", "results", "samples"}."""
@@ -34,16 +36,6 @@ def load(path) -> dict:
         return {"name": f"{p.parent.parent.name}@{p.stem[len('results_'):]}", "results": results, "samples": samples}
     r = load_run(p)
     return {"name": r["name"], "results": r["results"], "samples": r["samples"]}
-
-
-def per_case(samples: list[dict], m: str) -> dict:
-    """case -> value of ``m`` (the mean over seeds where a case has several)."""
-    out: dict[str, list] = {}
-    for s in samples:
-        v = (s.get("scores") or {}).get(m)
-        if v is not None and not s.get("error"):
-            out.setdefault(str((s.get("tags") or {}).get("seed_of") or s.get("case")), []).append(float(v))
-    return {k: float(np.mean(v)) for k, v in out.items()}
 
 
 def compare(a_path, b_path, metrics: list[str] | None = None, alpha: float = 0.05) -> dict:
