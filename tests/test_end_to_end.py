@@ -33,11 +33,10 @@ TAGS = {"view": "first", "domain": "real", "image": 0, "action_id": 7}
 
 #: what a WorldMark case's record is scored on by the classical backend whatever the frames show (the action columns
 #: depend on what the fake video's pan reads as: a number, or unavailable with WorldMark's reason)
-WORLDMARK_SCORED = {"direction_accuracy_trans", "response_latency_rot", "global_memory", "imaging_quality",
-                    "visual_quality", "camera_rpe_rot"}
+WORLDMARK_SCORED = {"response_latency_rot", "global_memory", "imaging_quality", "visual_quality", "camera_rpe_rot"}
 
 
-def manifest(folder, trajectory="W2 L2 R2", engine=False):
+def manifest(folder, trajectory="W1 L1 R1", engine=False):
     """One WorldMark-tagged case: an image (repository models are image-to-video) or an Engine scene."""
     from PIL import Image
 
