@@ -1,13 +1,14 @@
 """What intervals and comparisons cost, and how many cases a benchmark needs to see a difference.
 
-    .venv/bin/python benchmarks/comparable.py [--work runs/bench-comparable] [--size 128] [--seconds 3]
+    .venv/bin/python benchmarks/comparable.py [--work runs/bench-comparable] [--size 128] [--seconds 3]   # default: the demo's run
 
-Makes the demo's 15 Engine WorldMark cases with Engine GT and with engine-drift (once; reused from ``--work``),
+Makes the demo's 15 Engine WorldMark cases (``bash scripts/demo.sh``: the Engine's own size, 20 s keys; smaller with
+``--size`` / ``--seconds``) with Engine GT and with engine-drift (once; reused from ``--work``),
 scores both, then times, in this process and interleaved over ``--repeats`` runs:
 
 - a rescore of the GT run from its cache (``evaluate --rescore``: what every interval rides on);
-- the intervals of every aggregate (``aggregate``'s bootstrap, and WorldMark's cluster bootstrap in ``finish``),
-  measured as the rescore with intervals minus the rescore with the interval functions replaced by no-ops;
+- the intervals of every aggregate (``aggregate``'s bootstrap per metric, and WorldMark's cluster bootstrap per
+  action column), computed on the run's own sample rows;
 - ``worldgate compare GT drift`` (paired bootstrap per metric, Holm).
 
 It prints each cost and its ratio to the rescore (the goal: bootstrap + compare <= 10 % of a rescore), then, per
@@ -29,8 +30,8 @@ from pathlib import Path
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="runs/bench-comparable")
-    ap.add_argument("--size", type=int, default=128)
-    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--size", type=int, default=0, help="Engine frame size (0: the demo's, the Engine's default)")
+    ap.add_argument("--seconds", type=float, default=0.0, help="seconds per key (0: the demo's, 20 s)")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     from worldgate.evaluate import runner, uncertainty
@@ -42,8 +43,9 @@ def main() -> int:
     runs = {}
     for model in ("engine", "engine-drift"):
         out = work / model
-        run_generate(model, "worldmark-engine", out, progress=False,
-                     overrides=[f"model.width={a.size}", f"model.height={a.size}", f"trajectory.seconds={a.seconds:g}"])
+        ov = ([f"model.width={a.size}", f"model.height={a.size}"] if a.size else []) + \
+            ([f"trajectory.seconds={a.seconds:g}"] if a.seconds else [])
+        run_generate(model, "worldmark-engine", out, progress=False, overrides=ov)
         if not (out / "results.json").exists():
             runner.evaluate_run(out, progress=False)
         runs[model] = out
@@ -54,17 +56,23 @@ def main() -> int:
         runner.evaluate_run(gt, rescore=True, progress=False, write=False)
         return time.perf_counter() - t0
 
-    def without_intervals():
-        saved = (uncertainty.interval, uncertainty.seeds_interval, uncertainty.cluster_interval)
-        uncertainty.interval = uncertainty.seeds_interval = lambda *x, **k: None
-        import worldgate.evaluate.worldmark.benchmark as wmb
+    import json
 
-        saved_wm, wmb.cluster_interval = wmb.cluster_interval, lambda *x, **k: None
-        try:
-            return rescore()
-        finally:
-            uncertainty.interval, uncertainty.seeds_interval, uncertainty.cluster_interval = saved
-            wmb.cluster_interval = saved_wm
+    samples = [json.loads(x) for x in (gt / "samples.jsonl").read_text().splitlines() if x.strip()]
+
+    def intervals_once():
+        """Every interval a rescore of this run computes: one per metric over its records, and WorldMark's cluster
+        bootstrap of each action column."""
+        t0 = time.perf_counter()
+        for m in metric_info():
+            uncertainty.interval([(s.get("scores") or {}).get(m) for s in samples])
+        for m in ("direction_accuracy_trans", "direction_purity_trans", "motion_stability_trans",
+                  "response_latency_trans", "direction_accuracy_rot", "direction_purity_rot",
+                  "motion_stability_rot", "response_latency_rot"):
+            segs = [(s["scores"][m], len(((s.get("detail") or {}).get(m) or {}).get("segments") or ()))
+                    for s in samples if (s.get("scores") or {}).get(m) is not None]
+            uncertainty.cluster_interval([v * n for v, n in segs], [n for _, n in segs])
+        return time.perf_counter() - t0
 
     def compare_once():
         t0 = time.perf_counter()
@@ -72,15 +80,14 @@ def main() -> int:
         return time.perf_counter() - t0
 
     rescore()  # warm caches and imports
-    with_ci, no_ci, cmp = [], [], []
+    resc, boots, cmp = [], [], []
     for _ in range(a.repeats):
-        with_ci.append(rescore())
-        no_ci.append(without_intervals())
+        resc.append(rescore())
+        boots.append(intervals_once())
         cmp.append(compare_once())
-    r, r0, c = statistics.median(with_ci), statistics.median(no_ci), statistics.median(cmp)
-    boot = max(0.0, r - r0)
-    print(f"rescore (15 records, intervals on): {r:.3f} s; without intervals {r0:.3f} s")
-    print(f"intervals: {boot:.3f} s = {100 * boot / r0:.1f} % of a rescore")
+    r0, boot, c = statistics.median(resc), statistics.median(boots), statistics.median(cmp)
+    print(f"rescore (15 records, intervals included): {r0:.3f} s")
+    print(f"intervals: {boot:.4f} s = {100 * boot / r0:.1f} % of a rescore")
     print(f"compare GT vs drift: {c:.3f} s = {100 * c / r0:.1f} % of a rescore")
     print(f"bootstrap + compare: {100 * (boot + c) / r0:.1f} % of a rescore (goal <= 10 %)")
     res = compare(gt, drift)

@@ -1,7 +1,8 @@
 """How sure a number is: bootstrap intervals on every aggregate, paired comparisons of two runs, seeds.
 
-- :func:`interval` — a 95 % interval for the mean over the unit a benchmark averages (records), by
-  ``scipy.stats.bootstrap`` (BCa; percentile where BCa is undefined), seeded so reruns agree.
+- :func:`interval` — a 95 % interval for the mean over the unit a benchmark averages (records): the BCa
+  bootstrap as ``scipy.stats.bootstrap`` defines it, vectorised (percentile where BCa is undefined), seeded so reruns
+  agree.
 - :func:`cluster_interval` — for a ratio pooled over segments (WorldMark's columns pool every segment of every video,
   final_master's fm:14-18), a cluster bootstrap over videos: videos are resampled with replacement and the pooled
   ratio recomputed, so segments of one video move together.
@@ -42,26 +43,37 @@ def _describe(low, high, method: str, n: int, resamples: int, level: float) -> d
 
 
 def interval(values, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = SEED) -> dict | None:
-    """A ``level`` interval for the mean of ``values`` (one per record); None for fewer than 2 values."""
-    from scipy import stats
+    """A ``level`` interval for the mean of ``values`` (one per record); None for fewer than 2 values.
+
+    The bias-corrected and accelerated (BCa) bootstrap, as ``scipy.stats.bootstrap(method="BCa")`` computes it (bias
+    from the share of resamples below the estimate, acceleration from the jackknife), in one vectorised numpy pass:
+    evaluate computes ~40 of these per run, and scipy's per-call overhead alone was a fifth of a rescore. Percentile
+    where BCa is undefined (the acceleration's denominator vanishes)."""
+    from scipy.special import ndtr, ndtri
 
     a = _finite(values)
-    if len(a) < 2:
+    n = len(a)
+    if n < 2:
         return None
     if np.all(a == a[0]):
-        return _describe(a[0], a[0], "degenerate (all values equal)", len(a), 0, level)
+        return _describe(a[0], a[0], "degenerate (all values equal)", n, 0, level)
     rng = np.random.default_rng(seed)
-    method = "BCa"
+    boot = a[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    theta = a.mean()
+    alpha = np.array([(1 - level) / 2, (1 + level) / 2])
     with np.errstate(all="ignore"):
-        res = stats.bootstrap((a,), np.mean, confidence_level=level, n_resamples=resamples, method="BCa",
-                              random_state=rng, vectorized=True)
-        lo, hi = res.confidence_interval
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            method = "percentile"
-            res = stats.bootstrap((a,), np.mean, confidence_level=level, n_resamples=resamples,
-                                  method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
-            lo, hi = res.confidence_interval
-    return _describe(lo, hi, f"bootstrap over records ({method})", len(a), resamples, level)
+        z0 = ndtri((np.sum(boot < theta) + 0.5 * np.sum(boot == theta)) / resamples)
+        jack = (a.sum() - a) / (n - 1)
+        d = jack.mean() - jack
+        den = 6.0 * np.sum(d * d) ** 1.5
+        acc = np.sum(d ** 3) / den if den > 0 else np.nan
+        za = ndtri(alpha)
+        q = ndtr(z0 + (z0 + za) / (1 - acc * (z0 + za)))
+    method = "BCa"
+    if not np.all(np.isfinite(q)):
+        q, method = alpha, "percentile"
+    lo, hi = np.quantile(boot, q)
+    return _describe(lo, hi, f"bootstrap over records ({method})", n, resamples, level)
 
 
 def cluster_interval(sums, counts, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = SEED) -> dict | None:
@@ -104,7 +116,7 @@ def seeds_interval(per_case: dict, level: float = LEVEL, resamples: int = RESAMP
     return out
 
 
-def paired(a: dict, b: dict, level: float = LEVEL, resamples: int = 10_000, seed: int = SEED) -> dict | None:
+def paired(a: dict, b: dict, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = SEED) -> dict | None:
     """``a``, ``b``: case -> value for two runs. On the shared cases: mean of b - a, its interval (bootstrap over
     cases, percentile), a two-sided p-value by sign flips, and the minimum detectable difference."""
     shared = sorted(k for k in a.keys() & b.keys() if a[k] is not None and b[k] is not None
