@@ -74,3 +74,21 @@ class AdapterConformance:
         with np.load(tmp_path / "plan.npz", allow_pickle=False) as z:
             for k, v in plan.arrays.items():
                 np.testing.assert_array_equal(z[k], v)
+
+
+def gated_checkout(var: str, commit: str):
+    """The folder named by ``$var`` (a gated test's ``<MODEL>_CHECKOUT``) if it is a checkout at ``commit`` (a folder
+    that is no git work tree is taken as an export of it); None otherwise, so the test skips."""
+    import os
+    import subprocess
+
+    p = os.environ.get(var)
+    if not p or not Path(p).is_dir():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return Path(p)
+    if head.returncode == 0 and head.stdout.strip() != commit:
+        return None
+    return Path(p)

@@ -1,16 +1,15 @@
 """ForgeWM: keyboard [W,S,A,D,0,0] and mouse [pitch, yaw] (+-0.10) per frame at 12 fps, F = 4L-3 with L % 3 == 0,
 row j = the command of time j / fps."""
 
-import os
 import py_compile
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from adapter_conformance import gated_checkout as _checkout
 from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
 from worldgate.adapters import AdapterError, get_adapter
 from worldgate.adapters.forgewm import COMMIT, PATCH, ForgeWM
@@ -187,19 +186,6 @@ def test_repo_spec_pins_the_commit_and_weights():
 
 
 # ------------------------------------------------------------------------------------- the real checkout (gated)
-def _checkout(var: str, commit: str):
-    """The model folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is
-    taken as an export of it); None otherwise."""
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 FORGEWM = _checkout("FORGEWM_CHECKOUT", COMMIT)

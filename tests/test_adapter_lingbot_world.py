@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from adapter_conformance import gated_checkout as _checkout
 from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import library
@@ -108,7 +109,6 @@ def test_working_size_follows_the_image_aspect(name, size, working):
     assert "--size 480*832" in p.files["command.txt"]
 
 
-
 def test_working_size_at_the_extreme_aspects():
     """Cases allow sides of 16..16384 px: even 1024:1 keeps one 16-pixel latent row (no zero-size video)."""
     from worldgate.adapters.lingbot_world import working_size
@@ -194,23 +194,6 @@ def test_repo_spec_pins_the_commit_and_the_weights_the_command_reads():
 
 
 # --------------------------------------------------------------------------- the model's own CLI (gated, no weights)
-def _checkout(var: str, commit: str):
-    """The model folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is
-    taken as an export of it); None otherwise."""
-    import os
-    import subprocess
-    from pathlib import Path
-
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 def own_generate(root, argv, monkeypatch):

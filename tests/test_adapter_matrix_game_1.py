@@ -5,6 +5,7 @@ and row 4 + j = the command of time j / fps."""
 import numpy as np
 import pytest
 
+from adapter_conformance import gated_checkout as _checkout
 from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
 from worldgate.adapters import AdapterError, UnsupportedMotion, get_adapter
 from worldgate.trajectories import library
@@ -130,10 +131,8 @@ def test_output_video_is_named_after_image_and_actions_file(mg):
 
 
 # ---------------------------------------------------------------------------------------------------- the patch
-import os
 import py_compile
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -275,19 +274,6 @@ def test_repo_spec_pins_the_commit():
 
 
 # ------------------------------------------------------------------------------------- the real checkout (gated)
-def _checkout(var: str, commit: str):
-    """The model folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is
-    taken as an export of it); None otherwise."""
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 MG1 = _checkout("MATRIX_GAME_1_CHECKOUT", COMMIT)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from adapter_conformance import gated_checkout as _checkout
 from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import library
@@ -96,10 +97,8 @@ def test_output_video_is_the_overlay_free_demo_mp4(mg):
 
 
 # ---------------------------------------------------------------------------------------------------- the patch
-import os
 import py_compile
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -226,19 +225,6 @@ def test_repo_spec_pins_the_commit_and_weights():
 
 
 # ------------------------------------------------------------------------------------- the real checkout (gated)
-def _checkout(var: str, commit: str):
-    """The model folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is
-    taken as an export of it); None otherwise."""
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 MG2 = _checkout("MATRIX_GAME_2_CHECKOUT", COMMIT)

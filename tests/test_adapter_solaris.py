@@ -4,7 +4,6 @@ import json
 import os
 import py_compile
 import shutil
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -20,6 +19,7 @@ from worldgate.adapters.solaris import ACTION_KEYS, COMMIT, OUTPUT_VIDEO, PATCH,
 from worldgate.trajectories.multiworldbench.world import PlayerSchedule, PlayerSeg, TwoPlayerCase
 from worldgate.trajectories.suites import load_suite
 
+from adapter_conformance import gated_checkout as _checkout
 from adapter_conformance import worldmark_case
 
 W, S, A, D = 11, 12, 13, 14  # forward, back, left, right in ACTION_KEYS
@@ -497,19 +497,6 @@ def test_repo_spec_pins_the_commit_weights_and_output():
 
 
 # ------------------------------------------------------------------------------------- the real checkout (gated)
-def _checkout(var: str, commit: str):
-    """The model folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is
-    taken as an export of it); None otherwise."""
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 SOLARIS = _checkout("SOLARIS_CHECKOUT", COMMIT)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from adapter_conformance import gated_checkout as _checkout
 from worldgate.adapters import lingbot_v2_launcher as L
 from worldgate.adapters.context import ContextPolicy, chunk_infos, make_policy
 
@@ -450,21 +451,6 @@ def test_the_module_imports_no_model_code_at_top_level():
 
 
 # ------------------------------------------------------------------ the model's own code (gated)
-
-
-def _checkout(var: str, commit: str):
-    """The folder named by ``$var`` if it is a checkout at ``commit`` (a folder that is no git work tree is taken
-    as an export of it); None otherwise."""
-    p = os.environ.get(var)
-    if not p or not Path(p).is_dir():
-        return None
-    try:
-        head = subprocess.run(["git", "-C", p, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path(p)
-    if head.returncode == 0 and head.stdout.strip() != commit:
-        return None
-    return Path(p)
 
 
 CHECKOUT = _checkout("LINGBOT_WORLD_V2_CHECKOUT", L.COMMIT)
