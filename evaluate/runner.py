@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from worldgate.generate.provenance import environment, models_of
+from worldgate.generate.provenance import environment, models_of, resolved_revision
 from worldgate.generate.records import RecordError, candidate_records, git_hash, read_meta, read_record_json, record_views
 from worldgate.trajectories.registry import did_you_mean
 
@@ -127,7 +127,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "git": _git(),
         "records": len(folders),
         "protocol": PR.run_protocol(_read_json(run / "run.json"), samples, backend, P, M.params(None)),
-        "provenance": {**environment(), "models": models_of({ex.name: ex.config() for ex in extractors})},
+        "provenance": {**environment(), "models": models_of({ex.name: ex.config() for ex in extractors}),
+                       "judge": judge_provenance(judge) if judge else None},
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
         "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")},
         "features": feat_stats,
@@ -151,6 +152,21 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             _write_atomic(hist / f"samples_{name}.jsonl", (run / "samples.jsonl").read_text(encoding="utf-8"))
             _write_atomic(hist / f"results_{name}.json", text)
     return results
+
+
+def judge_provenance(judge: str) -> dict:
+    """The judge's id, the revision its loader opens, and a digest of the prompts the benchmarks send it (the
+    judged metrics' templates, prompts/worldmembench and prompts/multiworldbench)."""
+    import hashlib
+    from importlib import resources
+
+    h, names = hashlib.sha256(), []
+    for pkg in ("worldgate.prompts.worldmembench", "worldgate.prompts.multiworldbench"):
+        for f in sorted(resources.files(pkg).iterdir(), key=lambda f: f.name):
+            if f.name.endswith((".txt", ".yaml")) and f.is_file():
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
+                names.append(f"{pkg.rsplit('.', 1)[-1]}/{f.name}")
+    return {"id": judge, "revision": resolved_revision(judge), "prompts_sha256": h.hexdigest(), "prompts": names}
 
 
 def judge_extractors(judge: str, backend: str, device: str | None = None, check: bool = True) -> list:

@@ -165,3 +165,13 @@ def test_report_refuses_mixed_runs_and_says_how_often_each_ranks_first(runs, tmp
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "%" in ln]
     assert rows and all(abs(sum(int(x.strip().rstrip("%")) for x in r.split("|")[2:-1]) - 100) <= 2 for r in rows)
     assert "model.width: None -> 128" not in text  # provenance lines, not settings, are listed as differences
+
+
+def test_the_judges_revision_and_prompt_digest_are_recorded():
+    from worldgate.evaluate.runner import judge_provenance
+
+    j = judge_provenance("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert j["id"] == "Qwen/Qwen2.5-VL-7B-Instruct" and len(j["prompts_sha256"]) == 64
+    assert "worldmembench/dynamic_memory.txt" in j["prompts"] and "multiworldbench/race.txt" in j["prompts"]
+    assert j["revision"]["revision"] is None  # not in this machine's Hub cache: said, never guessed
+    assert judge_provenance("Qwen/Qwen2.5-VL-7B-Instruct")["prompts_sha256"] == j["prompts_sha256"]
