@@ -37,8 +37,26 @@ AR = inference_ar_forcing.py, TP = utils/trajectory_processor.py, PC = pipeline/
 - Intrinsics regime 2: fixed normalised ``fx = 969.697/1920``, ``fy = 969.697/1080``, ``cx = cy = 0.5`` (AR:120-130);
   PRoPE uses only fx, fy (wan/modules/camera_prope.py:140-147). The ``fx=fy=0.8`` written into the 19-number rows
   (TP:835-838, 938) is never read by the AR path. The case's intrinsics are not used.
-- KV cache: rolling window ``local_attn_size 12`` latents with ``sink_size 3`` (configs/dreamx-ar/config.json:15-16;
-  utils/wan_wrapper.py:102-103, 116-117).
+- KV cache: rolling window ``local_attn_size 12`` latents with ``sink_size 3``: the defaults of
+  ``WanDiffusionCameraWrapper`` (utils/wan_wrapper.py:102-103), passed to ``CausalWanModel.from_config(path,
+  local_attn_size=, sink_size=)`` (:116-117), where diffusers lets the keyword arguments win over the config.json's own
+  15-16 (same values): editing config.json changes nothing. The YAML's ``model_kwargs`` reach the wrapper
+  (pipeline/pipeline_causal_camera.py:14, 18-19), so a ``model_kwargs.local_attn_size`` / ``sink_size`` in the
+  ``--config_path`` YAML sets them.
+
+Context policies (``--context``, chunks = the model's 3-latent blocks: 9 frames, then 12). One block's self-attention
+reads the first ``sink_size`` latents plus the last ``local_attn_size - sink_size`` latents of the cache, which holds
+the block itself (wan/modules/causal_camera_model_2_2_prope_infinity.py:207-227); the cache is ``local_attn_size``
+latents and evicts the oldest non-sink ones when full (:111-125; pipeline_causal_camera.py:256-260). So:
+``sliding_window`` at budget B == ``local_attn_size 3(B+1)``, ``sink_size 3`` (block 0) or ``0`` with ``sink=False``;
+``full_kv`` (or an unlimited budget) == ``local_attn_size L`` (the whole clip: never full, never rolls; ``-1`` would
+allocate a fixed 18480-token = 21-latent cache, pipeline_causal_camera.py:256-260, too small past 7 blocks);
+``fov`` is refused (the window is contiguous, :207-227; no retrieval code). The plan's ``--config_path`` then names
+``dreamx_context.yaml``, derived at rollout time from the checkout's own causal_camera_forcing_5b.yaml with only the
+two ``model_kwargs`` keys added, written beside a verbatim copy of its default_config.yaml (inference_ar_forcing.py:
+241-244 loads that from the YAML's folder). RoPE is the model's own: window-relative once it rolls (:134-147). The
+PRoPE camera branch has no cache (the pipeline's cache dicts have no ``prope_k``, pipeline_causal_camera.py:263-271;
+model :433-445): it attends within the current block under every policy.
 
 Launcher/CLI defaults that touch control, and what worldgate passes: the step sizes ``speed=1.5`` (TP:834: 0.075
 units, 1.5 deg per frame) have no flag (the AR script passes none, AR:301-305), so the turn-rate cap of 24 deg/s
@@ -73,13 +91,16 @@ s covers output frames [A_s, A_s+1). The tail up to N holds still (``" "``).
 
 from __future__ import annotations
 
+import copy
 import math
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from worldgate.trajectories.core import Look, Move, rot_x, rot_y
 
-from .base import AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
+from .base import AdapterError, AdapterInfo, NativeInputs, UnsupportedMotion, horizontal_fov_deg
 from .repo import RepoAdapter, RepoSpec
 
 H, W = 704, 1280
@@ -93,6 +114,11 @@ HOLD = " "
 MOVE_KEY = {Move.FORWARD: "w", Move.BACK: "s", Move.STRAFE_LEFT: "a", Move.STRAFE_RIGHT: "d"}
 LOOK_KEY = {Look.YAW_LEFT: "j", Look.YAW_RIGHT: "l", Look.PITCH_UP: "i", Look.PITCH_DOWN: "k"}
 MOVE_LOCAL = {"w": (0.0, 0.0, 1.0), "s": (0.0, 0.0, -1.0), "a": (-1.0, 0.0, 0.0), "d": (1.0, 0.0, 0.0)}
+BLOCK_LATENTS = 3  # num_frame_per_block (configs/dreamx-ar/causal_camera_forcing_5b.yaml:18): one worldgate chunk
+CONFIG = "configs/dreamx-ar/causal_camera_forcing_5b.yaml"
+CONFIG_FLAG = f"--config_path {CONFIG} "
+CONTEXT_YAML = "dreamx_context.yaml"  # the derived --config_path, written at rollout time beside default_config.yaml
+DEFAULT_CONFIG = "default_config.yaml"  # loaded from the --config_path's folder (inference_ar_forcing.py:241-244)
 
 
 def segment_frames_rule(seconds: float) -> int:
@@ -129,6 +155,36 @@ def integrate(keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return c2w, ang
 
 
+def context_window(policy, latents: int) -> dict:
+    """The model's own ``local_attn_size`` / ``sink_size`` (latents) that run ``policy`` over a clip of ``latents``."""
+    sink = BLOCK_LATENTS if policy.sink else 0
+    if policy.name == "full_kv" or policy.budget is None:
+        return {"local_attn_size": int(latents), "sink_size": BLOCK_LATENTS}
+    if policy.name != "sliding_window":
+        raise AdapterError(f"dreamx-world cannot apply context policy {policy.name!r}")
+    return {"local_attn_size": min(BLOCK_LATENTS * (int(policy.budget) + 1), int(latents)), "sink_size": sink}
+
+
+def derive_config(text: str, window: dict) -> str:
+    """The checkout's YAML with ``model_kwargs.local_attn_size`` / ``sink_size`` added (nothing else changes)."""
+    before = yaml.safe_load(text) or {}
+    mk = before.get("model_kwargs")
+    if not isinstance(mk, dict) or set(window) & set(mk):
+        raise AdapterError(f"dreamx-world: {CONFIG} has no model_kwargs block to extend (or it already sets "
+                           f"{sorted(set(window) & set(mk or {}))}): the context policy cannot be put into it")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.rstrip() == "model_kwargs:")
+    nxt = next((ln for ln in lines[at + 1:] if ln.strip() and not ln.lstrip().startswith("#")), "  x")
+    ind = nxt[:len(nxt) - len(nxt.lstrip())] or "  "
+    add = "".join(f"{ind}{k}: {int(v)}\n" for k, v in window.items())
+    out = "".join(lines[:at + 1]) + add + "".join(lines[at + 1:])
+    after = yaml.safe_load(out)
+    want = dict(before, model_kwargs={**mk, **{k: int(v) for k, v in window.items()}})
+    if after != want:
+        raise AdapterError(f"dreamx-world: adding {window} to {CONFIG}'s model_kwargs changed more than those keys")
+    return out
+
+
 class DreamXWorld(RepoAdapter):
     repo_spec = RepoSpec(
         clone="https://github.com/AMAP-ML/DreamX-World",
@@ -149,12 +205,14 @@ class DreamXWorld(RepoAdapter):
         control="action-dsl: action_seq key strings (wsad move, ij kl look) + action_speed_list frame weights",
         pose_convention="w2c rows (CameraCtrl 19 numbers) built inside the model from the keys; OpenCV axes, "
                         "relative to frame 0, per-chunk relative with --chunk_relative",
-        intrinsics_regime=2, aspect_policy="stretch", context_policies=("sliding_window",),
+        intrinsics_regime=2, aspect_policy="stretch", context_policies=("full_kv", "sliding_window"),
         hf_ids=("GD-ML/DreamX-World-5B", "Wan-AI/Wan2.2-TI2V-5B"),
         repository="https://github.com/AMAP-ML/DreamX-World", licence="Apache-2.0", integration="A",
         notes="autoregressive 5B (inference_ar_forcing.py); fixed 0.075 units and 1.5 deg per frame, so turns top "
               "out at 24 deg/s (a 25 deg/s key turns 480 deg in 20 s, not 500; caveated per segment); rolling KV "
-              "12 latents + 3 sink latents; the 5B-Cam (<= 7.5 s) is not used",
+              "12 latents + 3 sink latents; --context full_kv|sliding_window --budget N sets the model's own "
+              "model_kwargs local_attn_size / sink_size in a YAML derived from the checkout's (fov refused); the "
+              "5B-Cam (<= 7.5 s) is not used",
     )
     FPS = FPS
 
@@ -264,3 +322,82 @@ class DreamXWorld(RepoAdapter):
             extra={"num_output_frames": L, "pixel_frames": N, "steps": n, "image": case.image,
                    "step_units": STEP_UNITS, "step_deg": STEP_DEG, "first_key_absorbed": True},
         )
+
+
+    # ------------------------------------------------------------------------------------ context policies
+    def context_support(self, name: str) -> str | None:
+        """full_kv and sliding_window: the model's own window (``model_kwargs``) expresses them exactly; fov no."""
+        if name in self.info.context_policies:
+            return None
+        if name == "fov":
+            return ("dreamx-world cannot apply context policy 'fov': its self-attention reads the sink latents plus "
+                    "one contiguous run of the most recent latents (wan/modules/causal_camera_model_2_2_prope_"
+                    "infinity.py:207-227; eviction oldest-first, :111-125) and the checkout has no retrieval code, "
+                    "so no setting keeps earlier chunks chosen by view overlap (it supports: full_kv, "
+                    "sliding_window)")
+        return super().context_support(name)
+
+    def with_context(self, plan, policy):
+        """The plan under ``policy``: ``--config_path dreamx_context.yaml`` (derived at rollout time from the
+        checkout's YAML with the model's own ``model_kwargs.local_attn_size`` / ``sink_size``), the values and
+        their derivation in ``context.json``."""
+        if policy is None:
+            return plan
+        why = self.context_support(policy.name)
+        if why:
+            raise AdapterError(why)
+        plan = copy.deepcopy(plan)
+        cmd = plan.files["command.txt"]
+        if CONFIG_FLAG not in cmd:
+            raise AdapterError(f"dreamx-world: the plan's command has no {CONFIG_FLAG.strip()!r} to replace")
+        L = int(plan.extra["num_output_frames"])
+        window = context_window(policy, L)
+        plan.files["command.txt"] = cmd.replace(CONFIG_FLAG, f"--config_path {CONTEXT_YAML} ", 1)
+        desc = policy.describe()
+        plan.files["context.json"] = {
+            **desc, "model_kwargs": window, "window_unit": f"latents ({BLOCK_LATENTS} per chunk)",
+            "latents": L, "config_path": CONTEXT_YAML,
+            "derived_from": f"{CONFIG} of the checkout, model_kwargs.local_attn_size / sink_size added at rollout "
+                            f"time; {DEFAULT_CONFIG} copied beside it (inference_ar_forcing.py:241-244)",
+            "source": "pipeline/pipeline_causal_camera.py:14-19, 256-260; utils/wan_wrapper.py:96-117; "
+                      "wan/modules/causal_camera_model_2_2_prope_infinity.py:111-147, 207-227"}
+        plan.extra["context"] = {**desc, "model_kwargs": window}
+        budget = "none" if policy.budget is None else str(int(policy.budget))
+        if window["local_attn_size"] >= L:
+            held = "every earlier chunk (the cache spans the whole clip and never rolls)"
+        elif window["sink_size"]:
+            held = f"chunk 0 (the sink) and the {int(policy.budget) - 1} most recent chunk(s)"
+        else:
+            held = f"the {int(policy.budget)} most recent chunk(s)"
+        plan.caveats.append(
+            f"context policy {policy.name} at budget {budget} chunks ({BLOCK_LATENTS} latents each) is the model's own "
+            f"window: model_kwargs local_attn_size {window['local_attn_size']}, sink_size {window['sink_size']} "
+            f"(the release runs 12 / 3) in {CONTEXT_YAML}, derived from the checkout's {CONFIG} at rollout time; "
+            f"each chunk attends to itself and {held}; keys are re-RoPE'd at window-relative positions once the "
+            "cache rolls (the model's own scheme); the PRoPE camera branch sees only the current chunk")
+        return plan
+
+    def derived_files(self, plan, repo: Path) -> dict:
+        """The ``--config_path`` files the context plan names, made from the checkout's own YAML."""
+        window = plan.files["context.json"]["model_kwargs"]
+        src = Path(repo) / CONFIG
+        if not src.is_file() or not (src.parent / DEFAULT_CONFIG).is_file():
+            raise AdapterError(f"dreamx-world: the checkout has no {CONFIG} (with {DEFAULT_CONFIG} beside it) to "
+                               f"derive the context config from ({repo})")
+        return {CONTEXT_YAML: derive_config(src.read_text(), window),
+                DEFAULT_CONFIG: (src.parent / DEFAULT_CONFIG).read_text()}
+
+    def rollout(self, plan, context=None, seed: int = 0):
+        if context is None:
+            yield from super().rollout(plan, None, seed)
+            return
+        if "context.json" not in plan.files:
+            plan = self.with_context(plan, context)
+        if self._paths is None:
+            self.load()
+        plan = copy.deepcopy(plan)
+        derived = self.derived_files(plan, self._paths["repo"])
+        plan.files.update(derived)
+        for chunk in super().rollout(plan, None, seed):
+            chunk.extra.setdefault("files", {})[CONTEXT_YAML] = derived[CONTEXT_YAML]  # the config that ran
+            yield chunk

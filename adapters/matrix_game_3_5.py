@@ -53,10 +53,24 @@ Conventions this adapter relies on, read at commit fa6d2b628ac9b0f1657dc24689536
   to ``CKPT/Matrix-Game-3.5-Distilled`` (README.md:81; the README's ``distilled-first-person.safetensors`` is a
   symlink to it, :82), base ``CKPT/Matrix-Game-3.5-Base/<first|third>-person.safetensors`` (:76-78), both with
   ``CKPT/Wan2.2-TI2V-5B`` and ``CKPT/DA3NESTED-GIANT-LARGE-1.1`` (:87, 90; other repositories).
+- Context policies (``--context``; a worldgate chunk here is an 84-frame block, the first 85 with the anchor): the
+  distilled rolling KV cache is trimmed after every 3-latent model chunk to ``1 + (context_chunks - 1) * 3`` latents,
+  keeping an *advancing* boundary anchor (the last latent of the oldest evicted chunk), absolute RoPE kept
+  (examples/wanvideo/pipeline/mosaic/causal_rollout.py:185-230, 338-356, 2160-2171; ``context_chunks``
+  configs/infer_distilled.yaml:14, distilled_config.py:26, causal_config.py:96). ``full_kv`` (any budget is moot) is
+  ``context_chunks: 7 * num_blocks`` (every model chunk of the clip: the cache never trims before the last chunk) with
+  ``dynamic_context: false`` (the pose-nearest context latent would re-add a copy of an earlier frame the full cache
+  already holds; causal_config.py:101), written into ``distilled.yaml``. ``sliding_window`` is refused: the window
+  slides by 3-latent chunks inside each block, so no setting holds whole earlier blocks, and it keeps no chunk-0 sink
+  (the fixed-anchor switch ``causal_validation_fixed_initial_anchor`` is hard-set off, causal_config.py:124, and the
+  YAML refuses unknown keys, distilled_config.py:118-121). ``fov`` is refused: the model's dynamic context ranks by
+  camera distance/rotation among ``context_pose_pool_size`` candidates, not by view overlap. ``variant=base`` has no
+  causal cache (one bidirectional pass per block): every policy is refused.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import shlex
 
@@ -96,12 +110,14 @@ class MatrixGame35(RepoAdapter):
                    "causal_inference.py:157)",
         chunk_frames=BLOCK, first_chunk_frames=1 + BLOCK, duration_unit="blocks of 84 frames (1 + 84 K poses)",
         control="poses", pose_convention="c2w OpenCV, metres, pose 0 = identity (the anchor)", intrinsics_regime=4,
-        aspect_policy="crop+stretch", context_policies=("sliding_window", "fov"),
+        aspect_policy="crop+stretch", context_policies=("full_kv",),
         hf_ids=("RiemannDynamics/Matrix-Game-3.5-Distilled", "RiemannDynamics/Matrix-Game-3.5-Base",
                 "Wan-AI/Wan2.2-TI2V-5B", "depth-anything/DA3NESTED-GIANT-LARGE-1.1"),
         repository="https://github.com/Riemann-Dynamics/Matrix-Game-3.5", licence="Apache-2.0", integration="A",
         notes="distilled: rolling KV window (profile standard) or fixed anchor sink (sink-anchor-context), "
-              "pose-nearest dynamic context + projection-IoU mosaic memory; base: bidirectional per block",
+              "pose-nearest dynamic context + projection-IoU mosaic memory; base: bidirectional per block; "
+              "--context full_kv (distilled) sets context_chunks 7K and dynamic_context false in distilled.yaml; "
+              "sliding_window and fov are refused (no exact setting)",
     )
     FPS = FPS
 
@@ -182,3 +198,67 @@ class MatrixGame35(RepoAdapter):
                    "output_video": ("result.mp4" if variant == "distilled"
                                     else f"{case.view}_person/{case.id}/result.mp4")},
         )
+
+
+    # ------------------------------------------------------------------------------------ context policies
+    def context_support(self, name: str) -> str | None:
+        """full_kv on the distilled path (its own ``context_chunks``); sliding_window, fov and the base path: no."""
+        if self.model_args.get("variant", "distilled") == "base":
+            return ("matrix-game-3.5 variant=base runs each 84-frame block as one bidirectional pass (infer.py) "
+                    f"with no causal KV cache to bound: context policy {name!r} cannot be applied (drop --context, "
+                    "or use the distilled variant for full_kv)")
+        if name in self.info.context_policies:
+            return None
+        if name == "sliding_window":
+            return ("matrix-game-3.5 cannot apply context policy 'sliding_window' exactly: its rolling KV window is "
+                    "counted in 3-latent model chunks and slides after each of them, inside the 84-frame blocks that "
+                    "are worldgate's chunks here, and keeps an advancing boundary anchor instead of a chunk-0 sink "
+                    "(examples/wanvideo/pipeline/mosaic/causal_rollout.py:185-230, 2166-2171); the fixed-anchor switch "
+                    "is hard-set off (causal_config.py:124) and the YAML refuses other keys (distilled_config.py:"
+                    "118-121) (it supports: full_kv)")
+        if name == "fov":
+            return ("matrix-game-3.5 cannot apply context policy 'fov': its only retrieval is the dynamic context's "
+                    "pose-nearest latent (camera distance + rotation among context_pose_pool_size candidates, "
+                    "configs/infer_distilled.yaml:19-24; causal_memory.py:618-756), not field-of-view overlap, "
+                    "beside a fixed recency window (it supports: full_kv)")
+        return super().context_support(name)
+
+    def with_context(self, plan, policy):
+        """The distilled plan under ``full_kv``: ``context_chunks`` = every model chunk of the clip and
+        ``dynamic_context: false`` appended to ``distilled.yaml``, the policy in ``context.json``."""
+        if policy is None:
+            return plan
+        why = self.context_support(policy.name)
+        if why:
+            raise AdapterError(why)
+        plan = copy.deepcopy(plan)
+        blocks = int(plan.extra["num_blocks"])
+        chunks = blocks * (21 // 3)  # latent_window_size / chunk_size per block (configs/infer_distilled.yaml:11-13)
+        keys = {"context_chunks": chunks, "dynamic_context": False}
+        yml = plan.files["distilled.yaml"]
+        if any(f"\n{k}:" in "\n" + yml for k in keys):
+            raise AdapterError(f"matrix-game-3.5: distilled.yaml already sets one of {sorted(keys)}")
+        plan.files["distilled.yaml"] = yml + f"context_chunks: {chunks}\ndynamic_context: false\n"
+        desc = policy.describe()
+        plan.files["context.json"] = {
+            **desc, "distilled_yaml": keys, "model_chunks": chunks, "model_chunk_latents": 3,
+            "source": "configs/infer_distilled.yaml:14, 19; causal_config.py:96, 101; "
+                      "examples/wanvideo/pipeline/mosaic/causal_rollout.py:185-230, 338-356, 2166-2171"}
+        plan.extra["context"] = {**desc, "distilled_yaml": keys}
+        plan.caveats.append(
+            f"context policy full_kv: context_chunks {chunks} (all {blocks} x 7 model chunks; the release runs 7) and "
+            "dynamic_context false in distilled.yaml, so the rolling cache never trims and holds each earlier chunk "
+            "once, at absolute RoPE positions; the projection-IoU mosaic memory (a reprojection of earlier frames, "
+            "a separate input) stays on")
+        return plan
+
+    def rollout(self, plan, context=None, seed: int = 0):
+        if context is None:
+            yield from super().rollout(plan, None, seed)
+            return
+        why = self.context_support(getattr(context, "name", str(context)))
+        if why:
+            raise AdapterError(why)
+        if "context.json" not in plan.files:
+            plan = self.with_context(plan, context)
+        yield from super().rollout(plan, None, seed)

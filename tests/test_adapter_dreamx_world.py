@@ -206,3 +206,146 @@ def test_repo_spec_pins_the_commit_and_the_weights_folder():
     assert spec.weights_dir == "DreamX-World-5B" and spec.weights_patterns == ()  # the Hub file name is not in code
     cmd = get_adapter("dreamx-world").plan(worldmark_case(1)).files["command.txt"]
     assert f"--base_checkpoint_path CKPT/{spec.weights_dir}/model.safetensors " in cmd
+
+
+# ------------------------------------------------------------------------------------------- context policies
+def _ctx_plan(dx, policy, text="W20"):
+    from worldgate.adapters.context import ContextPolicy
+
+    case = Case(id="c", suite="t", trajectory=Trajectory.parse(text), image="x.jpg", intrinsics=REAL_K,
+                image_size=REAL_SIZE, prompt="p")
+    plan = dx.plan(case)
+    return plan, dx.with_context(plan, ContextPolicy(*policy) if isinstance(policy, tuple) else policy)
+
+
+@pytest.mark.parametrize("policy,window", [
+    (("sliding_window", 3), {"local_attn_size": 12, "sink_size": 3}),  # the release's own 12 / 3
+    (("sliding_window", 1), {"local_attn_size": 6, "sink_size": 3}),
+    (("sliding_window", 5), {"local_attn_size": 18, "sink_size": 3}),
+    (("full_kv", None), {"local_attn_size": 81, "sink_size": 3}),  # W20: 320 steps -> L = 81 latents
+    (("sliding_window", None), {"local_attn_size": 81, "sink_size": 3}),  # unlimited == full_kv
+    (("sliding_window", 40), {"local_attn_size": 81, "sink_size": 3}),  # a window past the clip: the whole clip
+])
+def test_context_dry_run_shows_the_models_own_window(dx, policy, window):
+    plan, ctx = _ctx_plan(dx, policy)
+    assert plan.extra["num_output_frames"] == 81
+    assert "context.json" not in plan.files  # with_context works on a copy
+    cmd = ctx.files["command.txt"]
+    assert "--config_path dreamx_context.yaml " in cmd
+    assert "configs/dreamx-ar/causal_camera_forcing_5b.yaml" not in cmd
+    assert cmd.replace("--config_path dreamx_context.yaml", "--config_path configs/dreamx-ar/"
+                       "causal_camera_forcing_5b.yaml") == plan.files["command.txt"]  # nothing else changes
+    cj = ctx.files["context.json"]
+    assert cj["model_kwargs"] == window and cj["name"] == policy[0] and cj["budget"] == policy[1]
+    assert cj["config_path"] == "dreamx_context.yaml" and cj["latents"] == 81
+    assert any(f"local_attn_size {window['local_attn_size']}, sink_size {window['sink_size']}" in c
+               for c in ctx.caveats)
+
+
+def test_sliding_window_without_sink_drops_the_sink(dx):
+    from worldgate.adapters.context import ContextPolicy
+
+    _, ctx = _ctx_plan(dx, ContextPolicy("sliding_window", 2, sink=False))
+    assert ctx.files["context.json"]["model_kwargs"] == {"local_attn_size": 9, "sink_size": 0}
+    assert any("the 2 most recent chunk(s)" in c for c in ctx.caveats)
+
+
+def test_window_matches_the_policys_selection():
+    """The model's window (sink latents + the last local_attn_size - sink latents, the block itself included,
+    causal_camera_model_2_2_prope_infinity.py:207-227) holds exactly the chunks the policy selects."""
+    from worldgate.adapters.context import ContextPolicy, chunk_infos
+    from worldgate.adapters.dreamx_world import context_window
+
+    L = 27
+    chunks = chunk_infos(np.tile(np.eye(4), (4 * (L - 1) + 1, 1, 1)), 12, first=9)
+    assert len(chunks) == L // 3
+    for pol in [ContextPolicy("sliding_window", b, sink=s) for b in (1, 2, 3, 5, 20) for s in (True, False)] + \
+            [ContextPolicy("full_kv")]:
+        w = context_window(pol, L)
+        for k in range(1, len(chunks)):
+            end = 3 * (k + 1)  # latents in the cache once block k is written
+            local = range(max(w["sink_size"], end - (w["local_attn_size"] - w["sink_size"])), end)
+            seen = sorted({i // 3 for i in list(range(min(w["sink_size"], end))) + list(local)} - {k})
+            assert seen == pol.select(chunks[:k], chunks[k]), (pol, k)
+
+
+def test_fov_is_refused_with_the_reason(dx):
+    why = dx.context_support("fov")
+    assert "cannot apply context policy 'fov'" in why
+    assert "causal_camera_model_2_2_prope_infinity.py:207-227" in why and "no retrieval code" in why
+    assert dx.context_support("full_kv") is None and dx.context_support("sliding_window") is None
+    assert dx.info.context_policies == ("full_kv", "sliding_window")
+    from worldgate.adapters.base import AdapterError
+    from worldgate.adapters.context import ContextPolicy
+
+    with pytest.raises(AdapterError, match="'fov'"):
+        _ctx_plan(dx, ContextPolicy("fov", 3))
+
+
+FAKE_YAML = """model_kwargs:
+  model_name: Wan2.2-TI2V-5B-Camera
+  timestep_shift: 5.0
+  model_root_path: ./  # Path containing wan_models/Wan2.2-TI2V-5B-Camera/ directory
+  eprope: false
+
+denoising_step_list:
+- 1000
+- 750
+num_frame_per_block: 3
+context_noise: 0.1
+"""
+FAKE_DEFAULT = "independent_first_frame: false\nwarp_denoising_step: false\ncontext_noise: 0.1\n"
+
+
+def fake_checkout(root):
+    d = root / "configs" / "dreamx-ar"
+    d.mkdir(parents=True)
+    (d / "causal_camera_forcing_5b.yaml").write_text(FAKE_YAML)
+    (d / "default_config.yaml").write_text(FAKE_DEFAULT)
+    return root
+
+
+def test_rollout_derives_the_config_from_the_checkouts_own_yaml(dx, tmp_path, monkeypatch):
+    import yaml
+
+    import worldgate.adapters.repo as repo
+    from worldgate.adapters.base import Chunk
+    from worldgate.adapters.context import ContextPolicy
+
+    checkout = fake_checkout(tmp_path / "checkout")
+    seen = {}
+
+    def fake_run(name, spec, paths, plan, seed=None):
+        native = tmp_path / "native"
+        plan.write(native, seed=seed)
+        seen["argv"] = repo.command_argv(plan.files["command.txt"], plan.files, native, paths, plan.extra["image"],
+                                         seed)
+        seen["native"] = native
+        yield Chunk(start=0, frames=None, video=tmp_path / "v.mp4", extra={})
+
+    monkeypatch.setattr(repo, "run_checkout", fake_run)
+    dx._paths = {"repo": checkout, "ckpt": tmp_path / "ckpt", "python": "python", "extra": {}}
+    plan, _ = _ctx_plan(dx, ContextPolicy("sliding_window", 2))
+    chunks = list(dx.rollout(plan, context=ContextPolicy("sliding_window", 2), seed=7))
+    native = seen["native"]
+    cfg = seen["argv"][seen["argv"].index("--config_path") + 1]
+    assert cfg == str(native / "dreamx_context.yaml")
+    derived = (native / "dreamx_context.yaml").read_text()
+    want = yaml.safe_load(FAKE_YAML)
+    want["model_kwargs"].update(local_attn_size=9, sink_size=3)
+    assert yaml.safe_load(derived) == want  # only the two keys change
+    assert derived.replace("  local_attn_size: 9\n  sink_size: 3\n", "") == FAKE_YAML
+    assert (native / "default_config.yaml").read_text() == FAKE_DEFAULT  # beside it: loaded from its folder
+    assert chunks[0].extra["files"]["dreamx_context.yaml"] == derived  # the record keeps the config that ran
+    assert "context.json" not in plan.files and "dreamx_context.yaml" not in plan.files  # the plan is untouched
+
+
+def test_derivation_refuses_a_yaml_that_already_sets_the_window(tmp_path):
+    from worldgate.adapters.base import AdapterError
+    from worldgate.adapters.dreamx_world import derive_config
+
+    with pytest.raises(AdapterError, match="model_kwargs"):
+        derive_config(FAKE_YAML.replace("  eprope: false\n", "  eprope: false\n  sink_size: 1\n"),
+                      {"local_attn_size": 9, "sink_size": 3})
+    with pytest.raises(AdapterError, match="model_kwargs"):
+        derive_config("seed: 0\n", {"local_attn_size": 9, "sink_size": 3})

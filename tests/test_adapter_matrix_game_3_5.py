@@ -147,3 +147,77 @@ def test_repo_spec_pins_the_commit_and_the_weights_the_command_reads():
     assert spec.weights_dir == "Matrix-Game-3.5-Distilled" and spec.weights_patterns == ("first-person.safetensors",)
     cmd = get_adapter("matrix-game-3.5").plan(worldmark_case(1)).files["command.txt"]
     assert f"--checkpoint CKPT/{spec.weights_dir}/{spec.weights_patterns[0]} " in cmd
+
+
+# ------------------------------------------------------------------------------------------- context policies
+@pytest.mark.parametrize("profile", ["standard", "sink-anchor-context"])
+@pytest.mark.parametrize("budget", [None, 3])  # full_kv takes no budget: any is moot
+def test_full_kv_sets_context_chunks_to_the_whole_clip(profile, budget):
+    import yaml
+
+    from worldgate.adapters.context import ContextPolicy
+
+    mg = get_adapter("matrix-game-3.5", profile=profile)
+    plan = mg.plan(worldmark_case(1))  # 4 blocks = 28 model chunks of 3 latents
+    ctx = mg.with_context(plan, ContextPolicy("full_kv", budget))
+    assert "context.json" not in plan.files and plan.files["distilled.yaml"] == \
+        f"profile: {profile}\nnum_blocks: 4\nseed: SEED\n"  # with_context works on a copy
+    assert ctx.files["distilled.yaml"] == (f"profile: {profile}\nnum_blocks: 4\nseed: SEED\ncontext_chunks: 28\n"
+                                           "dynamic_context: false\n")
+    assert yaml.safe_load(ctx.files["distilled.yaml"].replace("SEED", "0")) == {
+        "profile": profile, "num_blocks": 4, "seed": 0, "context_chunks": 28, "dynamic_context": False}
+    assert ctx.files["command.txt"] == plan.files["command.txt"]  # the same --config distilled.yaml
+    cj = ctx.files["context.json"]
+    assert cj["name"] == "full_kv" and cj["distilled_yaml"] == {"context_chunks": 28,
+                                                                         "dynamic_context": False}
+    assert any("context_chunks 28" in c and "never trims" in c for c in ctx.caveats)
+    assert ctx.extra["seed_files"] == ["distilled.yaml"]  # the seed still goes in
+
+
+def test_full_kv_context_chunks_follow_num_blocks(mg):
+    from worldgate.adapters.context import ContextPolicy
+
+    p = mg.with_context(mg.plan(worldmark_case(6)), ContextPolicy("full_kv"))  # 8 blocks
+    assert "context_chunks: 56\n" in p.files["distilled.yaml"]
+
+
+def test_unexpressible_policies_are_refused_with_the_reason(mg):
+    from worldgate.adapters.base import AdapterError
+    from worldgate.adapters.context import ContextPolicy
+
+    assert mg.info.context_policies == ("full_kv",)
+    assert mg.context_support("full_kv") is None
+    why = mg.context_support("sliding_window")
+    assert "cannot apply context policy 'sliding_window' exactly" in why
+    assert "causal_rollout.py:185-230" in why and "causal_config.py:124" in why and "advancing boundary anchor" in why
+    why = mg.context_support("fov")
+    assert "cannot apply context policy 'fov'" in why and "causal_memory.py:618-756" in why
+    for name in ("sliding_window", "fov"):
+        with pytest.raises(AdapterError, match=f"'{name}'"):
+            mg.with_context(mg.plan(worldmark_case(1)), ContextPolicy(name, 3))
+        with pytest.raises(AdapterError, match=f"'{name}'"):
+            list(mg.rollout(mg.plan(worldmark_case(1)), context=ContextPolicy(name, 3)))
+
+
+def test_base_variant_refuses_every_policy():
+    base = get_adapter("matrix-game-3.5", variant="base")
+    for name in ("full_kv", "sliding_window", "fov"):
+        why = base.context_support(name)
+        assert why and "variant=base" in why and "no causal KV cache" in why
+
+
+def test_full_kv_rollout_runs_the_context_plan(mg, tmp_path, monkeypatch):
+    import worldgate.adapters.repo as repo
+    from worldgate.adapters.base import Chunk
+    from worldgate.adapters.context import ContextPolicy
+
+    seen = {}
+
+    def fake_run(name, spec, paths, plan, seed=None):
+        seen["yaml"] = plan.files["distilled.yaml"]
+        yield Chunk(start=0, frames=None, video=tmp_path / "v.mp4", extra={})
+
+    monkeypatch.setattr(repo, "run_checkout", fake_run)
+    mg._paths = {"repo": tmp_path, "ckpt": tmp_path, "python": "python", "extra": {}}
+    list(mg.rollout(mg.plan(worldmark_case(1)), context=ContextPolicy("full_kv"), seed=1))
+    assert seen["yaml"].endswith("context_chunks: 28\ndynamic_context: false\n")

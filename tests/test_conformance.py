@@ -460,7 +460,8 @@ CONTEXT_CASES = [(n, p) for n in MODELS.names() if kind_of(n) in ("engine", "rep
 def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, request):
     """A policy an Engine model lists in ``info.context_policies`` passes generate's check and its rollout takes it; a
     repository model's list describes its own cache, and generate refuses --context for it before anything runs,
-    unless worldgate's launcher puts the policy into the model's loop (LingBot-World v2).
+    unless worldgate's launcher puts the policy into the model's loop (LingBot-World v2) or the model's own settings
+    express it exactly (DreamX-World, Matrix-Game 3.5: the dry run's native files show them).
     (sana-wm's policies need its stage-2 refiner: tests/test_adapter_sana_wm.py runs them.)"""
     xfail_when(policy not in POLICIES, f"{name} lists {policy!r} in info.context_policies, which is no context policy "
                                        f"(known: {', '.join(sorted(POLICIES))}): generate --context {policy} fails",
@@ -487,8 +488,16 @@ def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, reques
         res = run_generate(name, str(manifest), out, dry_run=True, progress=False, context=policy, budget=budget)
         native = out / res.done[0] / "native"
         cmd = (native / "command.txt").read_text()
+        ctx = json.loads((native / "context.json").read_text())
+        assert ctx["name"] == policy and ctx["budget"] == budget, ctx
+        if name == "dreamx-world":  # the model's own window, in a config derived from the checkout's at rollout time
+            assert "--config_path dreamx_context.yaml" in cmd, cmd
+            assert set(ctx["model_kwargs"]) == {"local_attn_size", "sink_size"}, ctx
+            return
+        if name == "matrix-game-3.5":  # the model's own context_chunks in the distilled.yaml it reads
+            assert f"context_chunks: {ctx['model_chunks']}\n" in (native / "distilled.yaml").read_text()
+            return
         assert f"--context-policy {policy} --context-budget {budget if budget else 'none'}" in cmd, cmd
-        assert json.loads((native / "context.json").read_text())["name"] == policy
         assert "_LAUNCHER_PATH" in cmd.split()[1]
         return
     # a repository model applies its own cache inside its official entry point: the policies it lists describe that
