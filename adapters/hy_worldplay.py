@@ -115,6 +115,10 @@ class HYWorldPlay(RepoAdapter):
         commit="da2d0c26eb0edb647f56e164ffd966490eb75282", subdir="", requirements=("requirements.txt",),
         weights_patterns=("ar_model/*",),
     )
+    context_note = ('its retrieval is fixed at the call site (memory_frames=20, temporal_context_size=12, '
+                    'pred_latent_size=4: worldplay_video_pipeline.py:1125-1133, 1330-1338; every earlier latent while '
+                    'there are <= 20, then the first chunk, the 12 latest and FoV-ranked 4-latent clips, '
+                    'retrieval_context.py:239-306), and no flag of hyvideo/generate.py:830-1057 sets it')
     multi_gpu = ("torchrun --nproc_per_node=N hyvideo/generate.py ... (run.sh:24-26, 69-88); sequence parallel over "
                  "the world size (hyvideo/generate.py:38); N must divide the 16 heads "
                  "(hyvideo/utils/communications.py:64-69)")

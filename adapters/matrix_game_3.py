@@ -311,6 +311,10 @@ class MatrixGame3(RepoAdapter):
               f"pitch: {PITCH_QUESTION}; model arg pitch_sign=+1 (default: U = +mouse[0]) or -1; {PITCH_CHECK}",
     )
     FPS = FPS
+    context_note = ('it has no KV cache: each clip is one bidirectional 56-frame forward '
+                    '(pipeline/inference_pipeline.py:385-387) whose memory is a hard-coded max_mem_f = 5 latents chosen '
+                    'by FoV overlap (:420, 475-481; utils/cam_utils.py:298-363), and no flag of generate.py:43-78 touches'
+                    ' it')
     multi_gpu = ("torchrun --nproc_per_node=N generate.py --dit_fsdp --t5_fsdp --ulysses_size N (README.md:24, 54; "
                  "test.sh:11-13, 46-52; generate.py:16-21, 101-118)")
 

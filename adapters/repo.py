@@ -382,10 +382,13 @@ class RepoAdapter(Adapter):
                 "patch": spec.patch.version if spec.patch else None, "weights": str(self._paths["ckpt"]),
                 "weights_revision": weights_rev, "hf_id": spec.hf_id, "gpus": self._paths.get("gpus", 1)}
 
+    #: why the model's own flags cannot choose a context policy (cited file:line), appended to the refusal
+    context_note: str = ""
+
     def context_support(self, name: str) -> str | None:
         return (f"{self.info.name} runs its official entry point, which applies its own cache "
                 f"({', '.join(self.info.context_policies) or 'none listed'}); no context policy can be chosen from "
-                "outside (drop --context)")
+                "outside (drop --context)" + (f": {self.context_note}" if self.context_note else ""))
 
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
         if context is not None:

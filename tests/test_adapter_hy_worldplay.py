@@ -171,3 +171,9 @@ def test_output_and_setup():
     assert spec.commit == "da2d0c26eb0edb647f56e164ffd966490eb75282" and spec.commit in mod.__doc__
     assert spec.subdir == "" and spec.requirements == ("requirements.txt",) and spec.weights_patterns == ("ar_model/*",)
     assert "hyvideo/generate.py:38" in HYWorldPlay.multi_gpu
+
+
+def test_context_policies_are_refused_with_the_reason_cited():
+    """Its FoV retrieval is fixed at the pipeline's call site: no flag chooses a policy, and the refusal says where."""
+    why = get_adapter("hy-worldplay").context_support("fov")
+    assert "no context policy can be chosen from outside" in why and "worldplay_video_pipeline.py:1125-1133" in why

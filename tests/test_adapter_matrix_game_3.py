@@ -463,3 +463,9 @@ def test_patched_generate_builds_the_plans_actions(tmp_path, monkeypatch, clean_
     got, path, fps = seen["export"]
     assert path == "OUT/gated.mp4" and fps == 17
     np.testing.assert_array_equal(got, frames / 255)  # nothing drawn
+
+
+def test_context_policies_are_refused_with_the_reason_cited():
+    """No KV cache and a hard-coded 5-latent FoV memory: no flag chooses a policy, and the refusal says where."""
+    why = get_adapter("matrix-game-3").context_support("sliding_window")
+    assert "no context policy can be chosen from outside" in why and "max_mem_f = 5" in why
