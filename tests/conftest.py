@@ -35,15 +35,3 @@ def worldmark_engine_run(tmp_path_factory):
     assert res.exit_code == 0, res.failed
     return run, evaluate_run(run, progress=False)
 
-
-#: the longest tests (minutes each on two cores), started first: under pytest-xdist a long test that starts last keeps
-#: one core busy alone at the end of the run (test_validation's fault table alone is ~4 minutes)
-SLOW_FIRST = ("test_validation.py::test_each_fault_is_caught_by_its_metric",
-              "test_validation.py::test_worldmembench_faults_are_caught", "test_memory.py::",
-              "test_dist.py::test_two_processes_match_one", "test_dynamic.py::test_engine_gt_beats_events",
-              "test_cluster.py::")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {s: i for i, s in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda it: next((rank[s] for s in SLOW_FIRST if s in it.nodeid), len(SLOW_FIRST)))
