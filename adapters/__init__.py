@@ -61,7 +61,8 @@ KNOWN_UNAVAILABLE = {
     "gamma-world": "Gamma-World (multiplayer): no public inference code found (2026-11)",
 }
 
-MODELS = Registry("model", _ENTRIES, unavailable=KNOWN_UNAVAILABLE)
+#: built-ins, then the installed plugins' ``worldgate.adapters`` entry points (docs/plugins.md)
+MODELS = Registry("model", _ENTRIES, unavailable=KNOWN_UNAVAILABLE, group="worldgate.adapters")
 
 
 def get_adapter(name: str, **model_args) -> Adapter:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from worldgate.trajectories.registry import Registry, did_you_mean
+from worldgate.trajectories.registry import PluginError, Registry, did_you_mean, plugin_entries
 
 from . import shared
 from .learned import check_installed, preflight
@@ -26,8 +26,11 @@ BENCHMARKS = Registry("benchmark", {
     "worldmark": "worldgate.evaluate.worldmark.benchmark:BENCHMARK",
     "worldmembench": "worldgate.evaluate.worldmembench.benchmark:BENCHMARK",
     "multiworldbench": "worldgate.evaluate.multiworldbench.benchmark:BENCHMARK",
-})
+}, group="worldgate.benchmarks")  # and the installed plugins' benchmarks, after these (docs/plugins.md)
 
+#: a plugin's feature is the entry point ``BACKEND.NAME`` of this group (``learned.my_flow = "pkg.mod:MyFlow"``): it
+#: joins that backend's registry as ``NAME`` and runs after the built-ins when a benchmark reads it (docs/plugins.md)
+FEATURE_GROUP = "worldgate.features"
 #: per backend, feature name -> extractor class (in the order extractors run); a benchmark names what it reads
 FEATURES = {
     "classical": Registry("classical feature", {
@@ -39,7 +42,7 @@ FEATURES = {
         "geometry": "worldgate.evaluate.classical_geometry:GeometryExtractor",
         "targets": "worldgate.evaluate.worldmembench.static:TargetExtractor",
         "events": "worldgate.evaluate.worldmembench.dynamic:EventExtractor",
-    }),
+    }, group=FEATURE_GROUP, prefix="classical."),
     "learned": Registry("learned feature", {
         "flow": "worldgate.evaluate.learned:LearnedFlow",
         "depth": "worldgate.evaluate.learned:learned_depth",  # DA3 where it imports, else Depth Anything V2
@@ -50,11 +53,20 @@ FEATURES = {
         "memory_depth": "worldgate.evaluate.learned:learned_memory_depth",  # DA3 where it imports, else DA-V2
         "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
         "qalign": "worldgate.evaluate.learned_qalign:QAlignFeature",
-    }),
+    }, group=FEATURE_GROUP, prefix="learned."),
 }
 ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
          "learned": ("flow", "depth", "camera_poses", "appearance", "quality", "targets", "memory_depth",
                      "vggt_global", "qalign")}
+
+
+def check_feature_plugins() -> None:
+    """A plugin feature whose name starts with no backend (``BACKEND.NAME``) is an error naming its package."""
+    for e in plugin_entries(FEATURE_GROUP):
+        if e.name.split(".")[0] not in FEATURES or "." not in e.name:
+            raise PluginError(f"plugin feature {e.where()}: its name must be BACKEND.NAME with BACKEND one of "
+                              f"{', '.join(FEATURES)} (e.g. learned.{e.name.split('.')[-1]}): rename it in {e.dist}'s "
+                              "pyproject.toml")
 
 
 def benchmarks() -> list[Benchmark]:
@@ -103,8 +115,10 @@ def extractors(backend: str, views: int = 1, check: bool = True) -> list:
     ``check``: every model and checkout they load is checked first (off for ``--rescore``, which loads none)."""
     if backend not in FEATURES:
         raise did_you_mean("backend", backend, FEATURES)
+    check_feature_plugins()
     wanted = {f for b in benchmarks() if b.views == views for f in (b.extractors or ())}
-    names = [f for f in ORDER[backend] if f in wanted and f in FEATURES[backend]]
+    order = ORDER[backend] + tuple(f for f in FEATURES[backend].entries if f not in ORDER[backend])  # plugins last
+    names = [f for f in order if f in wanted and f in FEATURES[backend]]
     if backend == "learned":
         from .learned_vggt import configured
 

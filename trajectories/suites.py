@@ -278,7 +278,7 @@ SUITES = Registry("suite", {
     "worldmembench-engine": "worldgate.trajectories.worldmembench:worldmembench_engine_suite",
     "multiworldbench-engine": "worldgate.trajectories.multiworldbench.suite:multiworldbench_engine_suite",
     "manifest": "worldgate.trajectories.suites:manifest_suite",
-})
+}, group="worldgate.suites")  # and the installed plugins' suites (docs/plugins.md)
 SUITE_HELP = {
     "worldmark": "WorldMark's official arena_inputs (500 cases; needs --data DIR)",
     "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
