@@ -29,6 +29,7 @@ from worldgate.trajectories.suites import SUITE_HELP, SuiteError
 
 from . import cluster, dist, doctor
 from . import setup as model_setup
+from .scaffold import add_parser as add_new_adapter_parser
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -367,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(fn=cmd_doctor)
     model_setup.add_parser(sub)
     add_build_suite_parser(sub)
+    add_new_adapter_parser(sub)  # worldgate new-adapter NAME --out DIR (docs/plugins.md)
     ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
     ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
     ls.set_defaults(fn=cmd_list)
