@@ -9,12 +9,8 @@ are given. ``--rescore`` never computes a feature: it scores from the cache only
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
 import json
-import math
-import os
 import platform
 import sys
 import time
@@ -33,6 +29,7 @@ from . import uncertainty as U
 from .csv_cells import write_csv
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .metrics import benchmarks, metric_info, score_record
+from .results import write_results
 
 BACKENDS = ("classical", "learned")
 
@@ -137,20 +134,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     for b in benchmarks():  # run-level results: WorldMark's pooled table, WorldMemBench's analyses, MultiWorldBench's
         if b.finish is not None:  # capabilities and tracks
             b.finish(results, samples, metrics, collected=collected.get(b.name), backend=backend, P=P)
-    if write:
-        _write_atomic(run / "samples.jsonl", "".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
-        text = json.dumps(_clean(results), indent=2, sort_keys=True)
-        _write_atomic(run / "results.json", text)  # the latest; every evaluation is also kept in results/
-        hist = run / "results"
-        if not hist.is_symlink():
-            hist.mkdir(exist_ok=True)
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            name, k = stamp, 1
-            while os.path.lexists(hist / f"results_{name}.json"):  # two evaluations within one second
-                k += 1
-                name = f"{stamp}-{k}"
-            _write_atomic(hist / f"samples_{name}.jsonl", (run / "samples.jsonl").read_text(encoding="utf-8"))
-            _write_atomic(hist / f"results_{name}.json", text)
+    if write:  # the latest in results.json; every evaluation is also kept in results/
+        write_results(run, results, samples, history=True)
     return results
 
 
@@ -245,38 +230,6 @@ def _read_json(p: Path):
         return None
     except (RecordError, OSError) as e:
         return {"unreadable": f"{Path(p).name}: {e}"}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file beside it, then a rename): a full disk left a truncated
-    results.json in place of the last good one."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:  # no fsync: the guard is against a torn file, not power loss
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if e.errno == errno.ENOSPC:
-            raise OSError(e.errno, f"no space left on device writing {path.name} in {path.parent} (the previous "
-                                   f"{path.name}, if any, is kept): free some space and run evaluate again") from None
-        raise
-
-
-def _clean(x):
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def _pm(a: dict, digits: int) -> str:

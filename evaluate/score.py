@@ -62,6 +62,46 @@ class Benchmark:
     unavailable: dict[str, dict[str, str]] = field(default_factory=dict)
     #: (model_id, backend, device) -> [Extractor]: the benchmark's VLM judge as cached features (evaluate --judge)
     judge: Callable | None = None
+    #: the top-level results.json sections ``finish`` adds: name -> the pydantic model that checks it (or None);
+    #: evaluate/results.py refuses any other key
+    sections: dict[str, type | None] = field(default_factory=dict)
+    #: the tables the report and ``evaluate`` print of this benchmark, in order (:class:`Table`)
+    report: tuple = ()
+    #: sample line -> whether the record is one of this benchmark's cases (``evaluate`` prints the tables of the
+    #: benchmarks whose cases the run holds); None: a case of every benchmark
+    owns: Callable | None = None
+    #: (run, record folder, sample, results) -> (what the HTML report plots under the rollout, or None; why not)
+    signals: Callable | None = None
 
 
-__all__ = ["Score", "na", "metric", "Benchmark"]
+@dataclass
+class Table:
+    """One table of a benchmark's report (as an lm-eval group: a title, the metrics it lists, aggregates).
+
+    ``file``: the Markdown file it goes into (``{file}.md``; tables of one file follow each other), ``csv``: its CSV
+    (``{csv}.csv``); ``columns``: extra columns after the metrics, label -> (results dict -> number or None), e.g. a
+    track's or the overall mean; ``notes``: results dict -> lines printed under the table for that run;
+    ``profile``: the table is drawn as the report's capability profile (profile.png, its metrics on 0-100)."""
+
+    title: str
+    metrics: tuple[str, ...]
+    file: str
+    csv: str | None = None
+    columns: dict[str, Callable] = field(default_factory=dict)
+    notes: Callable | None = None
+    profile: bool = False
+
+
+def mean_of(ids) -> Callable:
+    """A :class:`Table` column: the mean of the run-level means of ``ids`` that are available (None if none is)."""
+    ids = tuple(ids)
+
+    def col(results: dict):
+        ms = results.get("metrics") or {}
+        vs = [ms[m]["mean"] for m in ids if isinstance(ms.get(m), dict) and ms[m].get("mean") is not None]
+        return sum(vs) / len(vs) if vs else None
+
+    return col
+
+
+__all__ = ["Score", "na", "metric", "Benchmark", "Table", "mean_of"]

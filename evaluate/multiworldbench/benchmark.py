@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..score import Benchmark, metric
 from .protocol import PARAMS
+from .reporting import TABLES, MultiWorldSection, is_case
 from .scoring import finish_results, format_tracks, score_folder
 
 METRICS = {m: metric(n, "MultiWorldBench", needs=("two-view record",)) for m, n in (
@@ -15,3 +16,7 @@ METRICS = {m: metric(n, "MultiWorldBench", needs=("two-view record",)) for m, n 
 
 BENCHMARK = Benchmark(name="multiworldbench", title="MultiWorldBench", metrics=METRICS, params=PARAMS, views=2,
                       score_folder=score_folder, finish=finish_results, summary=format_tracks)
+#: the report's and evaluate's table of MultiWorldBench, the results section finish adds, and its cases
+BENCHMARK.report = TABLES
+BENCHMARK.sections = {"multiworld": MultiWorldSection}
+BENCHMARK.owns = is_case

@@ -23,6 +23,7 @@ from .geometry import global_memory, vggt_global_memory
 from .master import COLS, master_rows, qa_record
 from .params import PARAMS
 from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
+from .reporting import WorldMarkSection, is_case, tables
 
 B = "WorldMark"
 #: master-table column -> metric id
@@ -335,3 +336,7 @@ BENCHMARK = Benchmark(
                          "facebookresearch/vggt-omega checkout and VGGT_OMEGA_CKPT to vggt_omega_1b_512.pt "
                          "(worldgate doctor says what is missing)"}},
 )
+#: the report's and evaluate's table of WorldMark, the results section finish adds, and which records are its cases
+BENCHMARK.report = tables(METRICS, table_note)
+BENCHMARK.sections = {"worldmark": WorldMarkSection}
+BENCHMARK.owns = is_case

@@ -51,7 +51,8 @@ from worldgate.generate.video import probe_video
 
 from .. import metrics as M
 from ..features import FeatureCache, open_record
-from ..runner import _clean, aggregate, versions
+from ..results import clean, write_results
+from ..runner import aggregate, versions
 from .benchmark import COLUMN, FAMS, M_OF
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT, load_flow_cache
 from .master import COLS, MasterConfig, master_csv, master_rows, read_results_tree, result_dirs
@@ -254,7 +255,7 @@ def import_worldmark_results(root: str | Path, out: str | Path, videos: str | Pa
     res.tables = tables
     out.mkdir(parents=True, exist_ok=True)
     cfg = MasterConfig()
-    (out / "worldmark_master.json").write_text(json.dumps(_clean({
+    (out / "worldmark_master.json").write_text(json.dumps(clean({
         "from": str(root), "worldmark_commit": commit, "columns": COLS,
         "splits": {s: {m: {c: _value(v) for c, v in row.items()} for m, row in t.items()} for s, t in tables.items()},
         "excluded_by_final_master": list(cfg.exclude)}), indent=2, sort_keys=True))
@@ -287,10 +288,8 @@ def import_worldmark_results(root: str | Path, out: str | Path, videos: str | Pa
                                      arena_cases, res)
             samples.append(s)
         results = _results(run, samples, items, label, tables, t0)
-        text = json.dumps(_clean(results), indent=2, sort_keys=True)
-        (run / "results.json").write_text(text)
-        (run / "worldmark_import.json").write_text(text)
-        (run / "samples.jsonl").write_text("".join(json.dumps(_clean(s), sort_keys=True) + "\n" for s in samples))
+        # evaluate's one writer; worldmark_import.json keeps the import's results should the run be re-scored
+        write_results(run, results, samples, history=False, also=("worldmark_import.json",))
         (run / "run.json").write_text(json.dumps({"imported": label}, indent=2, sort_keys=True))
         res.runs[model], res.samples[model], res.records[model] = run, len(samples), n_rec
     return res

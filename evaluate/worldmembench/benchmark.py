@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from .camera import camera_following
 from .dynamic import ASPECT_METRIC, dynamic_scores, judge_extractors
 from .params import PARAMS
+from .reporting import Analyses, is_case, tables
 from .static import analyses, static_memory_scores
 
 B = "WorldMemBench"
@@ -120,3 +123,7 @@ BENCHMARK = Benchmark(
 #: what ``evaluate --judge HF_ID`` adds to a run's extractors: (model id, backend, device) -> [Extractor]; the runner
 #: asks every benchmark for this (it names none)
 BENCHMARK.judge = judge_extractors
+#: the report's and evaluate's tables of WorldMemBench (its groups), the results section finish adds, its cases
+BENCHMARK.report = tables(METRICS)
+BENCHMARK.sections = {"analyses": Analyses}
+BENCHMARK.owns = functools.partial(is_case, families=FAMILIES)
