@@ -16,27 +16,22 @@ a FIFO or a device is a :class:`FeatureError` (an error entry of that record; th
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from worldgate.generate.record import RecordView  # noqa: F401  (what extractors see of a record: part of this API)
+from worldgate.generate.record import open_record as verify_record
 from worldgate.generate.records import (
-    MAX_ARRAY_BYTES,
-    MAX_JSON_BYTES,
     RecordError,
     check_record_file,
-    read_meta_reason,
-    read_record_bytes,
     sha256_record_file,
 )
 from worldgate.generate.video import read_frames
-from worldgate.trajectories.suites import SuiteError, check_intrinsics
 
+from . import cache as feature_cache
 from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _torch_threads, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
 
 
@@ -46,39 +41,6 @@ class FeatureError(RuntimeError):
 
 class MissingFeature(FeatureError):
     """``--rescore`` asked for a feature that is not cached."""
-
-
-@dataclass
-class RecordView:
-    """What extractors may see of a record: the video's measured properties and the *commanded* inputs only."""
-
-    dir: Path
-    meta: dict
-    trajectory: dict
-    poses: np.ndarray  # commanded c2w (F, 4, 4)
-    video: Path
-    width: int
-    height: int
-    fps: float
-    n_frames: int
-    content_hash: str
-    #: digest of every input an extractor reads (:func:`inputs_digest`); computed on first use where not given
-    input_digest: str = ""
-    #: what could not be checked about the record (carried into its sample row and results.json)
-    caveats: list = field(default_factory=list)
-
-    @property
-    def intrinsics(self) -> np.ndarray | None:
-        """Native intrinsics [fx, fy, cx, cy] at the video's size, where the plan recorded them."""
-        k = (self.meta.get("intrinsics") or {}).get("native")
-        if k is None:
-            return None
-        k = np.asarray(k, float)
-        req = self.meta.get("requested", {})
-        if req.get("width") and req["width"] != self.width:  # scale to the achieved size
-            s = self.width / req["width"]
-            k = k * s
-        return k
 
 
 class Extractor:
@@ -148,155 +110,32 @@ def inputs_digest(rec: RecordView, file_hashes: dict | None = None) -> str:
     return _sha(json.dumps(parts, sort_keys=True, default=repr).encode())
 
 
-class FeatureCache:
+class FeatureCache(feature_cache.FeatureCache):
+    """The run's feature cache (evaluate/cache.py: each feature digest-checked on read, nothing under ``.features``
+    followed through a link, every write atomic), keyed by :func:`inputs_digest`."""
+
     def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def path(self, rec: RecordView, ex: Extractor) -> Path:
-        """``<root>/<inputs digest[:20]>/<name>@<version>-<backend>.npz``: a record's every input and the extractor."""
-        if not rec.input_digest:
-            rec.input_digest = inputs_digest(rec)
-        return self.root / rec.input_digest[:20] / f"{ex.key()}.npz"
-
-    def get(self, rec: RecordView, ex: Extractor) -> dict[str, np.ndarray] | None:
-        p = self.path(rec, ex)
-        if not p.is_file():
-            return None
-        try:
-            with np.load(p, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except (OSError, ValueError):
-            return None  # a torn cache file is recomputed, never trusted
-
-    def put(self, rec: RecordView, ex: Extractor, data: dict[str, np.ndarray]) -> None:
-        p = self.path(rec, ex)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}.npz")
-        try:
-            np.savez(tmp, **data)
-            os.replace(tmp, p)
-        except BaseException:  # a full disk must not leave a torn temporary behind (nor a torn cache file)
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            raise
-        info = p.parent / "record.json"
-        if not info.exists():
-            info.write_text(json.dumps({"record": str(rec.dir), "video_sha256": rec.content_hash,
-                                        "inputs_sha256": rec.input_digest}))
-
-
-def _refuse(folder: Path, e: Exception) -> FeatureError:
-    return FeatureError(f"{folder.name}: {e}")
+        super().__init__(root, digest=inputs_digest)
 
 
 def open_record(folder: Path) -> RecordView:
-    """A complete rollout record as extractors see it, checked against its meta.json; raises FeatureError with the
-    reason otherwise (a file that is a link, a FIFO or a device, a file that changed after the record was written, a
-    pose count that is not the achieved frame count, ...). Nothing is followed through a link or opened before it is
-    known to be a regular file, so no record can hang or exhaust the evaluation."""
+    """A complete one-view rollout record as extractors see it, opened and checked against its meta.json by the one
+    verifier, :func:`worldgate.generate.record.open_record`; FeatureError with its reason otherwise (a file that is a
+    link, a FIFO or a device, a file that changed after the record was written, a pose count that is not the achieved
+    frame count, ...)."""
     folder = Path(folder)
-    if folder.is_symlink():
-        raise FeatureError(f"{folder.name}: the record folder is a symbolic link; records are read only from real "
-                           "folders inside the run (copy the record in instead)")
-    meta, why = read_meta_reason(folder)
-    if meta is None:
-        raise FeatureError(f"{folder.name}: no readable meta.json ({why})")
-    video = folder / "video.mp4"
-    present = {}
     try:
-        for name in ("video.mp4", "poses.npy", "trajectory.json") + OPTIONAL_FILES:
-            present[name] = check_record_file(folder / name, required=name not in OPTIONAL_FILES)
-    except (RecordError, FileNotFoundError) as e:
-        raise _refuse(folder, e) from None
-    raw = {}
-    try:
-        raw["poses.npy"] = read_record_bytes(folder / "poses.npy", MAX_ARRAY_BYTES)
-        raw["trajectory.json"] = read_record_bytes(folder / "trajectory.json", MAX_JSON_BYTES)
-        traj = json.loads(raw["trajectory.json"].decode("utf-8"))
-        poses = np.load(io.BytesIO(raw["poses.npy"]), allow_pickle=False)
+        r = verify_record(folder, diagnose=_stream_diagnosis)
     except RecordError as e:
-        raise _refuse(folder, e) from None
-    except (OSError, ValueError, EOFError, RecursionError) as e:
-        raise FeatureError(f"{folder.name}: unreadable trajectory.json/poses.npy ({type(e).__name__}: {e})") from None
-    if not isinstance(traj, dict) or not isinstance(traj.get("segments"), list):
-        raise FeatureError(f"{folder.name}: trajectory.json is not a worldgate trajectory (no segment list)")
-    if not isinstance(poses, np.ndarray) or poses.dtype.kind != "f" or poses.ndim != 3 or poses.shape[1:] != (4, 4) \
-            or not np.isfinite(poses).all():
-        kind = getattr(poses, "dtype", type(poses).__name__)
-        finite = not isinstance(poses, np.ndarray) or poses.dtype.kind != "f" or np.isfinite(poses).all()
-        raise FeatureError(f"{folder.name}: poses.npy must be finite float (F, 4, 4) camera-to-world poses, got "
-                           f"{kind} {getattr(poses, 'shape', '')}{'' if finite else ' with NaN/inf'}")
-    for key in ("case", "adapter", "achieved", "requested", "intrinsics", "files"):
-        if meta.get(key) is not None and not isinstance(meta[key], dict):
-            raise FeatureError(f"{folder.name}: meta.json's {key!r} is a JSON {type(meta[key]).__name__}, not an "
-                               "object: regenerate the record")
-    tags = (meta.get("case") or {}).get("tags")
-    if tags is not None and not isinstance(tags, dict):
-        raise FeatureError(f"{folder.name}: meta.json's case.tags is a JSON {type(tags).__name__}, not an object")
-    native = (meta.get("intrinsics") or {}).get("native")
-    if native is not None:
-        req = meta.get("requested") or {}
-        size = (req.get("width"), req.get("height"))
-        try:
-            check_intrinsics(native, size if all(isinstance(v, int) and v > 0 for v in size) else None,
-                             f"meta.json intrinsics.native")
-        except SuiteError as e:
-            raise FeatureError(f"{folder.name}: {e}") from None
-    try:
-        ach = meta.get("achieved") or {}
-        files = meta.get("files") or {}
-        recorded = {name: (files.get(name) or {}).get("sha256") for name in ("video.mp4", *INPUT_FILES)}
-        if not all(h is None or isinstance(h, str) for h in recorded.values()):
-            raise TypeError("files.<name>.sha256 must be strings")
-        width, height = int(ach.get("width", 0)), int(ach.get("height", 0))
-        fps, frames = float(ach.get("fps", traj.get("fps", 16.0))), int(ach.get("frames", 0))
-    except (AttributeError, TypeError, ValueError, OverflowError) as e:
-        raise FeatureError(f"{folder.name}: malformed meta.json ({type(e).__name__}: {e})") from None
-    if not (np.isfinite(fps) and fps > 0) or frames < 0 or width < 0 or height < 0:
-        raise FeatureError(f"{folder.name}: meta.json achieved values are invalid (fps={fps}, frames={frames}, "
-                           f"size={width}x{height})")
-    if frames and len(poses) != frames:
-        raise FeatureError(f"{folder.name}: poses.npy holds {len(poses)} commanded poses but meta.json records "
-                           f"{frames} achieved frames (one pose per frame): regenerate the record or restore its "
-                           "poses.npy")
-    # every file meta.json recorded must still be the one written (a record whose files changed after writing
-    # cannot be trusted): the inputs first, the video last (its message says what the swapped video holds)
-    hashes = {name: _sha(raw[name]) for name in raw}
-    try:
-        for name in OPTIONAL_FILES:
-            if present[name]:
-                hashes[name] = sha256_record_file(folder / name)
-        actual = sha256_record_file(video)
-    except (RecordError, OSError) as e:
-        raise _refuse(folder, e) from None
-    signed = isinstance(files, dict) and bool(recorded["video.mp4"])
-    for name in INPUT_FILES:
-        want = recorded.get(name)
-        if want and not present.get(name, True):
-            raise FeatureError(f"{folder.name}: {name} is missing but meta.json records it: regenerate the record "
-                               f"or restore its {name}")
-        if want and hashes.get(name) != want:
-            raise FeatureError(_changed(folder, name, hashes[name], want))
-        if signed and name in OPTIONAL_FILES and present[name] and not want:
-            raise FeatureError(f"{folder.name}: {name} is not one of the files meta.json records (added after the "
-                               f"record was written?): remove it or regenerate the record")
-    if recorded["video.mp4"] and actual != recorded["video.mp4"]:
-        diag = _stream_diagnosis(video, width, height, fps)
-        raise FeatureError(_changed(folder, "video.mp4", actual, recorded["video.mp4"], diag))
-    rec = RecordView(folder, meta, traj, poses, video, width, height, fps, frames, actual)
-    if not signed:
-        rec.caveats.append("meta.json records no file hashes (written by hand or by an older worldgate): the video "
-                           "and inputs could not be checked against the record")
-    rec.input_digest = inputs_digest(rec, hashes)
+        raise FeatureError(str(e)) from None
+    if not r.one_view:
+        raise FeatureError(f"{folder.name}: a record of the views {', '.join(r.views)}, not one video: its benchmark's "
+                           "reader scores it")
+    v = r.views[""]
+    rec = RecordView(folder, r.meta, r.trajectory, v.poses, v.video, v.width, v.height, v.fps, v.n_frames,
+                     v.content_hash, caveats=list(r.caveats))
+    rec.input_digest = inputs_digest(rec, r.file_hashes)
     return rec
-
-
-def _changed(folder: Path, name: str, actual: str, want: str, diag: str | None = None) -> str:
-    return (f"{folder.name}: {diag + '; ' if diag else ''}{name} changed after the record was written (its sha256 is "
-            f"{actual[:12]}..., meta.json records {want[:12]}...): a record whose files changed cannot be trusted; "
-            f"regenerate the record or restore the original {name}")
 
 
 def decoder_reason(e: BaseException, limit: int = 200) -> str:

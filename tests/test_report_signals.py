@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
+from worldgate.evaluate.cache import DIGEST_KEY, content_digest
 from worldgate.evaluate.csv_cells import _csv_cell
 from worldgate.evaluate.report import write_report
 from worldgate.evaluate.report_html import MAX_TRACE_POINTS, _envelope
@@ -128,7 +129,9 @@ def test_a_linked_or_malformed_cache_file_is_a_note(run, tmp_path, caplog):
     ws.symlink_to(outside)  # a cache file linked out of the run
     for info in (other / ".features").glob("*/record.json"):
         if json.loads(info.read_text())["record"] == str(run / "nocache"):
-            np.savez(info.parent / "flow@4-classical.npz", sx=np.zeros((5, 2)), srad=np.zeros((5, 2)), gap=2)
+            bad = {"sx": np.zeros((5, 2)), "srad": np.zeros((5, 2)), "gap": np.array(2)}  # carrying a valid digest
+            bad[DIGEST_KEY] = np.array(content_digest(json.loads(info.read_text())["inputs_sha256"], "flow@4-classical", bad))
+            np.savez(info.parent / "flow@4-classical.npz", **bad)
     with caplog.at_level("WARNING", logger="worldgate.report"):
         write_report([other], tmp_path / "rep")
     data = _page_data(tmp_path / "rep")
