@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from worldgate.data import DataError
+from worldgate.data import ensure as ensure_data
+
 from . import library
 from .suites import ENGINE_IMAGE_SIZE, Case, SuiteError, engine_intrinsics
 
@@ -31,8 +34,12 @@ def _require_worldmark_dir(data: str | Path | None) -> Path:
         "a WorldMark arena_inputs folder holding first_view/ and third_view/, each with {real,style}/NNN.jpg, "
         "{real,style}_intrinsics/NNN_intrinsics.npy, {real,style}_action.txt and prompt_{real,style}.txt"
     )
-    if data is None:
-        raise SuiteError(f"suite 'worldmark' needs --data DIR: {expected}. The official inputs are published at {WORLDMARK_SOURCE}.")
+    if data is None:  # first use: WorldMark's arena_inputs at the pinned commit, from (or into) the user's cache
+        try:
+            data = ensure_data("worldmark")
+        except DataError as e:
+            raise SuiteError(f"suite 'worldmark' needs --data DIR ({expected}) or its data in the cache: {e}. The "
+                             f"official inputs are published at {WORLDMARK_SOURCE}.") from None
     root = Path(data).resolve()  # absolute image paths: a rollout may run from another folder (repo checkouts)
     if (root / "arena_inputs").is_dir() and not (root / "first_view").is_dir():
         root = root / "arena_inputs"
