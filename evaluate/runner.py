@@ -28,6 +28,7 @@ from . import protocol as PR
 from . import uncertainty as U
 from .csv_cells import write_csv
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
+from .judges import open_judge
 from .metrics import benchmarks, metric_info, score_record
 from .results import write_results
 
@@ -57,8 +58,11 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     unknown = sorted(set(metrics or ()) - set(metric_info()))
     if unknown:
         raise did_you_mean("metric", unknown[0], metric_info())
-    # the judge's model is checked first: a missing one fails in seconds, before any record or other model
-    judges = judge_extractors(judge, backend, judge_device, check=not rescore) if judge else []
+    # the judge's model is checked first: a missing one fails in seconds, before any record or other model; its
+    # answers are cached beside the features (a rescore asks nothing, and asks only the cache)
+    vlm = open_judge(judge, run / ".features" / "judge-answers", judge_device, check=not rescore,
+                     offline=rescore) if judge else None
+    judges = judge_extractors(vlm, backend, judge_device, check=False) if vlm else []
     cache = FeatureCache(run / ".features")
     folders = candidate_records(run)
     if not folders:
@@ -80,7 +84,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         if views > 1:  # records with several views are scored by the benchmarks of such records, features and all
             for b in benchmarks():
                 if b.views == views:
-                    samples.append(b.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats))
+                    samples.append(b.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats,
+                                                  **({"judge": vlm} if vlm and getattr(b, "judge", None) else {})))
             continue
         row = {"case": folder.name}
         try:
@@ -125,7 +130,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "records": len(folders),
         "protocol": PR.run_protocol(_read_json(run / "run.json"), samples, backend, P, M.params(None)),
         "provenance": {**environment(), "models": models_of({ex.name: ex.config() for ex in extractors}),
-                       "judge": judge_provenance(judge) if judge else None},
+                       "judge": judge_provenance(vlm) if vlm else None},
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
         "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")},
         "features": feat_stats,
@@ -139,9 +144,10 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     return results
 
 
-def judge_provenance(judge: str) -> dict:
-    """The judge's id, the revision its loader opens, and a digest of the prompts the benchmarks send it (the
-    judged metrics' templates, prompts/worldmembench and prompts/multiworldbench)."""
+def judge_provenance(judge) -> dict:
+    """The judge's id, the revision its loader opens (or, for a server, its host and the model name it reports,
+    never a key), and a digest of the prompts the benchmarks send it (the judged metrics' templates,
+    prompts/worldmembench and prompts/multiworldbench). ``judge``: a spec or the run's ``CachedJudge``."""
     import hashlib
     from importlib import resources
 
@@ -151,7 +157,8 @@ def judge_provenance(judge: str) -> dict:
             if f.name.endswith((".txt", ".yaml")) and f.is_file():
                 h.update(f.name.encode() + b"\0" + f.read_bytes())
                 names.append(f"{pkg.rsplit('.', 1)[-1]}/{f.name}")
-    return {"id": judge, "revision": resolved_revision(judge), "prompts_sha256": h.hexdigest(), "prompts": names}
+    ident = judge.provenance() if hasattr(judge, "provenance") else {"id": judge, "revision": resolved_revision(judge)}
+    return {**ident, "prompts_sha256": h.hexdigest(), "prompts": names}
 
 
 def judge_extractors(judge: str, backend: str, device: str | None = None, check: bool = True) -> list:

@@ -88,9 +88,13 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rescore", action="store_true", help="score from cached features only; never compute features")
     p.add_argument("--out", help="where to write the leaderboard when several runs are given")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--judge", metavar="HF_ID", help="VLM judge of WorldMemBench's dynamic memory (a Hugging Face id, "
-                                                     "from the local cache; without it the judged metrics are "
-                                                     "unavailable and only the measured probe, a proxy, is reported)")
+    p.add_argument("--judge", metavar="HF_ID|openai:MODEL@URL",
+                   help="VLM judge of every judged metric (WorldMemBench's dynamic memory, MultiWorldBench's judged "
+                        "capabilities): a Hugging Face id or folder (transformers, from the local cache), or an "
+                        "OpenAI-compatible server, e.g. openai:Qwen/Qwen2.5-VL-7B-Instruct@http://localhost:8000/v1 "
+                        "(key from WORLDGATE_JUDGE_API_KEY or OPENAI_API_KEY; docs/judges.md); answers are cached "
+                        "in the run. Without it the judged metrics are unavailable (WorldMemBench's measured probe, "
+                        "a proxy, is reported)")
     p.add_argument("--judge-device", help="device for the judge (default: cuda when available, else cpu)")
     cluster.add_launcher_args(p, wait=False)
     p.add_argument("--allow-mixed", action="store_true", help="rank runs of different protocols or case sets in one "

@@ -16,6 +16,15 @@ METRICS = {m: metric(n, "MultiWorldBench", needs=("two-view record",)) for m, n 
 
 BENCHMARK = Benchmark(name="multiworldbench", title="MultiWorldBench", metrics=METRICS, params=PARAMS, views=2,
                       score_folder=score_folder, finish=finish_results, summary=format_tracks)
+
+
+def judge_extractors(judge, backend: str, device: str | None = None, check: bool = True) -> list:
+    """``evaluate --judge SPEC``: MultiWorldBench asks its judge while scoring (``score_folder(judge=...)``; the
+    judge caches its answers on disk), so it adds no feature; taking a judge is what makes the runner pass it."""
+    return []
+
+
+BENCHMARK.judge = judge_extractors
 #: the report's and evaluate's table of MultiWorldBench, the results section finish adds, and its cases
 BENCHMARK.report = TABLES
 BENCHMARK.sections = {"multiworld": MultiWorldSection}

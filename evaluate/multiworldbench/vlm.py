@@ -1,4 +1,10 @@
-"""The VLM path of MultiWorldBench's binary judgments: the judge interface, its prompts and the questions."""
+"""The VLM path of MultiWorldBench's binary judgments: the questions, their prompts and how answers count.
+
+The judge is any :class:`worldgate.evaluate.judges.Judge` (``evaluate --judge SPEC``: a transformers VLM or an
+OpenAI-compatible server, answers cached on disk). An answer that cannot be read as yes/no makes the capability
+unavailable for that case, excluded from the mean with its coverage (paper §4.1, stated for cross-view motion and
+applied to every judged capability here), never guessed; so does a judge that gives no answer (server down, an
+uncached answer under --rescore), with the reason."""
 
 from __future__ import annotations
 
@@ -8,32 +14,18 @@ import numpy as np
 
 from worldgate import prompts
 
+from ..judges import Judge, JudgeError, parse_yes_no
 from ..score import Score
-from ..worldmembench.dynamic import parse_yes_no
 from .pixels import QUESTIONS, _majority, expected_scene
 from .protocol import VIEWS, _na, _score
 
 
 # ------------------------------------------------------------------------------------------------------ judge
-class Judge:
-    """The VLM judge interface of the binary judgments: ``ask(frames, prompt) -> str`` (the answer text), as
-    :class:`worldgate.evaluate.worldmembench.dynamic.VLMJudge` (a transformers VLM loaded by HF id) implements it. Answers are parsed
-    with :func:`worldgate.evaluate.worldmembench.dynamic.parse_yes_no`; an unparseable answer leaves the case unavailable (counted),
-    never guessed."""
-
-    name = "vlm"
-    available = True
-    reason = ""
-
-    def ask(self, frames: list[np.ndarray], prompt: str) -> str:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
 class NoJudge(Judge):
     name = "none"
     available = False
-    reason = ("no VLM judge backend configured (pass judge=worldgate.evaluate.worldmembench.dynamic.VLMJudge(model_id) to "
-              "worldgate.evaluate.multiworldbench.scoring.score_folder; the questions are in prompts/multiworldbench/*.txt)")
+    reason = ("no VLM judge backend configured: evaluate --judge HF_ID or --judge openai:MODEL@BASE_URL (docs/judges.md; "
+              "the questions are in prompts/multiworldbench/*.txt)")
 
 
 class Unparsed(Exception):
@@ -41,10 +33,24 @@ class Unparsed(Exception):
 
 
 def _ask(judge, prompt: str, frames: list[np.ndarray]) -> bool:
-    ans = parse_yes_no(judge.ask(list(frames), prompt))
-    if ans is None:
-        raise Unparsed(" ".join(prompt.split())[-160:])
-    return ans
+    return _ask_all(judge, [(prompt, frames)])[0]
+
+
+def _ask_all(judge, questions: list[tuple[str, list[np.ndarray]]]) -> list[bool]:
+    """Independent questions asked together (on the judge's threads where it has them), each answer read as yes/no;
+    the first unreadable one raises :class:`Unparsed`."""
+    ask_many = getattr(judge, "ask_many", None)
+    if ask_many is not None:
+        texts = ask_many([(list(f), p) for p, f in questions])
+    else:
+        texts = [judge.ask(list(f), p) for p, f in questions]
+    out = [parse_yes_no(t) for t in texts]
+    bad = [p for (p, _), a in zip(questions, out) if a is None]
+    if bad:
+        if hasattr(judge, "note_unparsed"):
+            judge.note_unparsed(len(bad))
+        raise Unparsed(" ".join(bad[0].split())[-160:])
+    return out
 
 
 def _judge_name(judge) -> str:
@@ -80,6 +86,8 @@ def _vlm(fn):
             return s
         try:
             return fn(tv, judge, *a)
+        except JudgeError as e:  # no answer came back: unavailable with the reason, never a score
+            return _na(f"the VLM judge gave no answer: {e}", "vlm")
         except Unparsed as e:
             out = _na(f"the VLM judge's answer could not be parsed as yes/no (counted, never guessed): {e}", "vlm")
             out.detail["unparsed"] = 1
@@ -91,10 +99,10 @@ def _vlm(fn):
 @_vlm
 def vlm_cross_view(tv, judge, feats, c, f0, f1) -> Score:
     colours = {"A": "orange", "B": "magenta"}
-    obs = _ask(judge, load_prompt("cross_view_motion_observer", actor=c["actor"], colour=colours[c["actor"]],
-                                  key=c["key"]), [_kf(feats, c["observer"], f0), _kf(feats, c["observer"], f1)])
-    act = _ask(judge, load_prompt("cross_view_motion_actor", key=c["key"]),
-               [_kf(feats, c["actor"], f0), _kf(feats, c["actor"], f1)])
+    obs, act = _ask_all(judge, [
+        (load_prompt("cross_view_motion_observer", actor=c["actor"], colour=colours[c["actor"]], key=c["key"]),
+         [_kf(feats, c["observer"], f0), _kf(feats, c["observer"], f1)]),
+        (load_prompt("cross_view_motion_actor", key=c["key"]), [_kf(feats, c["actor"], f0), _kf(feats, c["actor"], f1)])])
     return _score(100.0 * obs * act, "vlm", q_observer=obs, q_actor=act, judge=_judge_name(judge))
 
 
@@ -110,10 +118,10 @@ def _state_questions(c, tv, f):
 @_vlm
 def vlm_state(tv, judge, feats, c, frames) -> Score:
     exp = _state_questions(c, tv, frames[-1])
-    both = {}
-    for q in QUESTIONS[c["op"]]:
-        prompt = load_prompt(f"state_{q}", op=c["op"], count=len(exp), materials=", ".join(exp) or "none")
-        both[q] = all([_ask(judge, prompt, [_kf(feats, v, frames[-1])]) for v in VIEWS])
+    qs = [(q, load_prompt(f"state_{q}", op=c["op"], count=len(exp), materials=", ".join(exp) or "none"), v)
+          for q in QUESTIONS[c["op"]] for v in VIEWS]
+    ans = _ask_all(judge, [(p, [_kf(feats, v, frames[-1])]) for _, p, v in qs])
+    both = {q: all(a for (q2, _, _), a in zip(qs, ans) if q2 == q) for q in QUESTIONS[c["op"]]}
     return _score(100.0 * np.mean(list(both.values())), "vlm", both=both, judge=_judge_name(judge))
 
 
@@ -121,7 +129,8 @@ def vlm_state(tv, judge, feats, c, frames) -> Score:
 def vlm_persistence(tv, judge, feats, c, frames) -> Score:
     exp = _state_questions(c, tv, frames[-1])
     prompt = load_prompt("persistence", op=c["op"], count=len(exp), materials=", ".join(exp) or "none")
-    q = {r: _ask(judge, prompt, [_kf(feats, c[r], frames[-1])]) for r in ("operator", "observer")}
+    roles = ("operator", "observer")
+    q = dict(zip(roles, _ask_all(judge, [(prompt, [_kf(feats, c[r], frames[-1])]) for r in roles])))
     return _score(100.0 * q["operator"] * q["observer"], "vlm", q_operator=q["operator"], q_observer=q["observer"],
                   judge=_judge_name(judge))
 
@@ -129,7 +138,7 @@ def vlm_persistence(tv, judge, feats, c, frames) -> Score:
 @_vlm
 def vlm_race(tv, judge, feats, c, frames) -> Score:
     prompt = load_prompt("race")
-    ok = sum(_ask(judge, prompt, [_kf(feats, "A", f), _kf(feats, "B", f)]) for f in frames)
+    ok = sum(_ask_all(judge, [(prompt, [_kf(feats, "A", f), _kf(feats, "B", f)]) for f in frames]))
     return _score(100.0 * (ok >= 2), "vlm", consistent_frames=ok, judge=_judge_name(judge))
 
 
@@ -137,7 +146,8 @@ def vlm_race(tv, judge, feats, c, frames) -> Score:
 def vlm_structure(tv, judge, feats, c, frames) -> Score:
     cells = tv.spec["world"].get("structure", [])
     prompt = load_prompt("structure", n_blocks=len(cells), materials=", ".join(sorted({x[3] for x in cells})))
-    views = {v: _majority([_ask(judge, prompt, [_kf(feats, v, f)]) for f in frames]) for v in VIEWS}
+    ans = _ask_all(judge, [(prompt, [_kf(feats, v, f)]) for v in VIEWS for f in frames])
+    views = {v: _majority(ans[k * len(frames):(k + 1) * len(frames)]) for k, v in enumerate(VIEWS)}
     return _score(100.0 * min(views.values()), "vlm", views=views, judge=_judge_name(judge))
 
 

@@ -22,17 +22,21 @@ Two judges, never mixed under one metric id:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from worldgate import prompts
 
 from ..features import Extractor
+from ..judges import LOADED as _JUDGES  # noqa: F401  (kept under its old name: tests and callers seed it)
+from ..judges import JudgeMissingError  # noqa: F401  (re-exported: the CLI and tests catch it here)
+from ..judges import MAX_TOKENS, CachedJudge, TransformersJudge, load_local, open_judge, parse_yes_no
+from ..judges import check_local as check_judge
 from ..score import Score, na
 from .params import PARAMS
 from .static import load_targets, revisit_frames
@@ -53,25 +57,6 @@ def sampled_frames(n: int, stride: int = STRIDE) -> list[int]:
     if n <= 0:
         return []
     return sorted(set(range(0, n, stride)) | {n - 1})
-
-
-_LEAD = re.compile(r"^\W*(yes|no|true|false|1|0)\b", re.I)
-_STATED = re.compile(r"\banswer\s*(?:is|:)?\s*[\"']?(yes|no)\b", re.I)
-
-
-def parse_yes_no(text: str | None) -> bool | None:
-    """Robust binary answer parsing: the answer's first word (yes/no, true/false, 1/0) or an explicit "answer: yes"
-    / "the answer is no". Anything else — both words, a stray "yes" inside other text, nothing — is unparseable
-    (None): counted, never guessed."""
-    if text is None:
-        return None
-    t = str(text).strip()
-    if len(set(re.findall(r"\b(yes|no)\b", t.lower()))) == 2:  # "yes or no": ambiguous
-        return None
-    m = _LEAD.match(t) or _STATED.search(t)
-    if not m:
-        return None
-    return m.group(1).lower() in ("yes", "true", "1")
 
 
 # ------------------------------------------------------------------------------------------- measured judge
@@ -411,10 +396,6 @@ def _other_change(E, dyn, ret_frames, P: dict) -> bool | None:
 
 
 # ---------------------------------------------------------------------------------------------------- vlm judge
-#: the paper's judge budget (its appendix: max_tokens 4096); thinking models spend much of it before the answer
-MAX_TOKENS = 4096
-
-
 #: the checklist prompt, one per item (the paper's Appendix D template is not in the text given to the project: this
 #: is worldgate's wording of its protocol, docs/worldmembench.md)
 def prompt_template() -> str:
@@ -461,38 +442,9 @@ def parse_checklist(text: str | None, n_questions: int = 8) -> tuple[bool | None
     return one("START"), [one(f"Q{k + 1}") for k in range(n_questions)]
 
 
-class VLMJudge:
-    """A transformers vision-language model, loaded by HF id (``local_files_only``: weights must be in the cache),
-    answering one checklist prompt about a list of frames (greedy decoding, at most ``max_new_tokens``)."""
-
-    def __init__(self, model_id: str | None = None, device: str = "cpu", model=None, processor=None,
-                 max_new_tokens: int = MAX_TOKENS):
-        self.model_id, self.device, self.max_new_tokens = model_id, device, max_new_tokens
-        self.model, self.processor = model, processor
-        if self.model is None:
-            if not model_id:
-                raise ValueError("VLMJudge needs a model id (e.g. Qwen/Qwen2.5-VL-7B-Instruct) or a model")
-            try:
-                from transformers import AutoModelForImageTextToText, AutoProcessor  # heavy, optional
-
-                self.processor = AutoProcessor.from_pretrained(model_id, local_files_only=True)
-                self.model = AutoModelForImageTextToText.from_pretrained(model_id, local_files_only=True).to(device)
-            except (OSError, ValueError) as e:
-                raise RuntimeError(f"VLM judge {model_id!r} is not in the Hugging Face cache: fetch it with "
-                                   f"`hf download {model_id}` on a connected machine ({e})") from None
-        self.model.eval()
-
-    def ask(self, frames: list[np.ndarray], prompt: str) -> str:
-        import torch  # heavy, optional
-
-        content = [{"type": "image"} for _ in frames] + [{"type": "text", "text": prompt}]
-        text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
-        inputs = self.processor(text=[text], images=[Image.fromarray(f) for f in frames], return_tensors="pt")
-        inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
-        with torch.no_grad():
-            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
-        new = out[0, inputs["input_ids"].shape[1]:]
-        return self.processor.batch_decode(new[None], skip_special_tokens=True)[0]
+class VLMJudge(TransformersJudge):
+    """A transformers VLM (``worldgate.evaluate.judges.TransformersJudge``) that also answers a record's checklist
+    items in one call (``judge_record``)."""
 
     def judge_record(self, frames_all: list[np.ndarray], dyn: dict, fps: float) -> list[dict]:
         """Every item of a record, one prompt each: the frames at stride 8 (first and last), gate and 8 answers."""
@@ -500,27 +452,28 @@ class VLMJudge:
         return self.judge_frames([frames_all[i] for i in idx], idx, dyn, fps)
 
     def judge_frames(self, frames: list[np.ndarray], idx: list[int], dyn: dict, fps: float) -> list[dict]:
-        out = []
-        for item in dyn["events"]:
-            raw = self.ask(frames, build_prompt(item, dyn["phases"], idx, fps))
-            gate, answers = parse_checklist(raw, len(item["questions"]))
-            out.append({**score_items(gate, answers, item), "name": item["name"], "judge": "vlm", "raw": raw,
-                        "answers": answers})
-        return out
+        return judge_items(self, frames, idx, dyn, fps)
 
 
-_JUDGES: dict = {}  # (model id, device) -> VLMJudge: loaded once per process
+def judge_items(judge, frames: list[np.ndarray], idx: list[int], dyn: dict, fps: float) -> list[dict]:
+    """Every item of a record asked of ``judge`` (any ``worldgate.evaluate.judges.Judge``: its questions go out
+    together, on the judge's threads), each reply parsed and scored by the gated rule."""
+    items = dyn["events"]
+    prompts_ = [build_prompt(item, dyn["phases"], idx, fps) for item in items]
+    ask_many = getattr(judge, "ask_many", None)  # a bare ask(frames, prompt) judge is asked in turn
+    raws = ask_many([(frames, p) for p in prompts_]) if ask_many else [judge.ask(frames, p) for p in prompts_]
+    out = []
+    for item, raw in zip(items, raws):
+        gate, answers = parse_checklist(raw, len(item["questions"]))
+        out.append({**score_items(gate, answers, item), "name": item["name"], "judge": "vlm",
+                    "raw": "" if raw is None else raw, "answers": answers})
+    n = sum(r["unparsed"] for r in out)
+    if n and hasattr(judge, "note_unparsed"):
+        judge.note_unparsed(n)
+    return out
 
 
-def load_judge(model_id: str, device: str | None = None) -> VLMJudge:
-    if device is None:
-        import torch  # heavy, optional
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    key = (model_id, device)
-    if key not in _JUDGES:
-        _JUDGES[key] = VLMJudge(model_id, device=device)
-    return _JUDGES[key]
+load_judge = load_local  # (model id, device) -> the transformers judge, loaded once per process
 
 
 class JudgeExtractor(Extractor):
@@ -538,6 +491,8 @@ class JudgeExtractor(Extractor):
 
     def key(self) -> str:
         slug = re.sub(r"[^A-Za-z0-9._-]+", "--", self.model_id)
+        if len(slug) > 96:  # a long spec (openai:MODEL@URL): bounded, still one key per judge
+            slug = f"{slug[:72]}-{hashlib.sha256(self.model_id.encode()).hexdigest()[:16]}"
         return f"{self.name}@{self.version}-{slug}"
 
     def config(self) -> dict:
@@ -569,8 +524,8 @@ class JudgeExtractor(Extractor):
         if not items or not idx:
             return {**base, "gate": np.zeros(0, np.int8), "answers": np.zeros((0, 8), np.int8),
                     "raw": np.zeros(0, "U1")}
-        judge = self._judge or load_judge(self.model_id, self.device)
-        res = judge.judge_frames([self.frames[i] for i in idx], idx, self.dyn, float(self.rec.fps))
+        judge = self._judge or open_judge(self.model_id, None, self.device, check=False)
+        res = judge_items(judge, [self.frames[i] for i in idx], idx, self.dyn, float(self.rec.fps))
         n = max(len(it["questions"]) for it in items)
 
         def code(v):
@@ -583,33 +538,12 @@ class JudgeExtractor(Extractor):
                 "raw": np.asarray([r["raw"] for r in res])}
 
 
-class JudgeMissingError(ValueError):
-    """The ``--judge`` model is not on this machine (a user error: the CLI prints it as one line)."""
-
-
-def check_judge(model_id: str) -> None:
-    """Fail once, before the first record, when the judge is neither a local model folder nor in the Hugging Face
-    cache (no download is tried): without this every Dynamic record failed, one model load each, and took the
-    measured probe with it."""
-    if any(k[0] == model_id for k in _JUDGES):  # loaded in this process already
-        return
-    p = Path(model_id).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").is_file():
-            raise JudgeMissingError(f"--judge {model_id}: the folder has no config.json (a transformers chat VLM "
-                                     "saved with save_pretrained is expected)")
-        return
-    from huggingface_hub import try_to_load_from_cache  # optional (the learned extra), read-only: no network
-
-    if not isinstance(try_to_load_from_cache(model_id, "config.json"), str):
-        raise JudgeMissingError(f"--judge {model_id}: the VLM judge is not in the Hugging Face cache (no download "
-                                 f"is tried): fetch it with `hf download {model_id}` on a connected machine, or "
-                                 "give a local model folder; --rescore re-scores replies already cached")
-
-
-def judge_extractors(model_id: str, backend: str, device: str | None = None, check: bool = True) -> list[Extractor]:
-    """What ``evaluate --judge HF_ID`` adds to a run's extractors (the runner asks each benchmark for its own);
-    ``check``: the judge must be on this machine (not needed for ``--rescore``, which reads cached replies)."""
-    if check:
-        check_judge(model_id)
-    return [JudgeExtractor(model_id, backend=backend, device=device)]
+def judge_extractors(judge, backend: str, device: str | None = None, check: bool = True) -> list[Extractor]:
+    """What ``evaluate --judge SPEC`` adds to a run's extractors (the runner asks each benchmark for its own):
+    ``judge`` is the run's :class:`worldgate.evaluate.judges.CachedJudge` (or a spec, opened here); ``check``: a
+    transformers judge must be on this machine (not needed for ``--rescore``, which reads cached replies)."""
+    if not isinstance(judge, CachedJudge):
+        judge = open_judge(str(judge), None, device, check=check)
+    elif check and judge.spec["backend"] == "transformers":
+        check_judge(judge.spec["model"])
+    return [JudgeExtractor(judge.id, backend=backend, device=device, judge=judge)]
