@@ -19,6 +19,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from worldgate.trajectories.suites import SuiteError, check_intrinsics
+
 
 class AdapterError(RuntimeError):
     """A model cannot run or cannot express a case; the message says what is missing and what to do."""
@@ -89,22 +91,81 @@ def with_seed(command: str, seed: int | None) -> str:
     return command if seed is None else _SEED_TOKEN.sub(str(int(seed)), command)
 
 
-def check_plan_intrinsics(plan: "NativeInputs") -> None:
-    """The record's intrinsics block as evaluate reads it: ``intrinsics["native"]``, when given, is ``[fx, fy, cx,
-    cy]`` in pixels of the plan's own size (``plan.width`` x ``plan.height``), whatever units the model itself takes
-    (those go beside it, e.g. ``native_model`` with ``native_model_units``). Raises AdapterError naming the adapter: a
-    plan that breaks this would write records evaluate refuses."""
-    from worldgate.trajectories.suites import SuiteError, check_intrinsics
+class IntrinsicsError(ValueError):
+    """An intrinsics block that is not :class:`PlanIntrinsics`' shape; the message names the field."""
 
-    k = (plan.intrinsics or {}).get("native")
-    if k is None:
-        return
+
+@dataclass(frozen=True)
+class PlanIntrinsics:
+    """The one shape of a plan's (and a record's meta.json) intrinsics block, every adapter's: ``regime`` (1 none,
+    2 fixed/derived, 3 estimated at runtime, 4 required and transformed from the case's); ``native``, where the model
+    has a camera, ``[fx, fy, cx, cy]`` in pixels of ``native_size`` ``[width, height]`` (the plan's size), which is
+    then required; the model's own units beside it where they differ (``native_model`` with
+    ``native_model_units``); everything else an adapter records (the case's K, the transform, fields of view) in
+    ``extra``, as written."""
+
+    regime: int | None
+    native: tuple[float, float, float, float] | None = None
+    native_size: tuple[int, int] | None = None
+    native_model: Any = None
+    native_model_units: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    TYPED = ("regime", "native", "native_size", "native_model", "native_model_units")
+
+    @classmethod
+    def parse(cls, block, what: str = "intrinsics", size: tuple[int, int] | None = None) -> "PlanIntrinsics":
+        """The typed block of the JSON-able dict ``block``; :class:`IntrinsicsError` naming ``what``.field for a
+        missing or malformed field, and where ``size`` is given, for a ``native_size`` other than it."""
+        if not isinstance(block, dict):
+            raise IntrinsicsError(f"{what}: must be an object with regime, native and native_size, got "
+                                  f"{type(block).__name__}")
+        regime = block.get("regime")
+        if regime is None and block.get("native") is None:  # an adapter that records no camera at all
+            pass
+        elif isinstance(regime, bool) or not isinstance(regime, int) or regime not in (1, 2, 3, 4):
+            raise IntrinsicsError(f"{what}.regime: must be 1, 2, 3 or 4 (none, fixed, estimated, required), got "
+                                  f"{regime!r}")
+        native, nsize = block.get("native"), block.get("native_size")
+        if native is not None:
+            if nsize is None:
+                raise IntrinsicsError(f"{what}.native_size: missing; intrinsics.native [fx, fy, cx, cy] must say the "
+                                      "[width, height] in whose pixels it is given")
+            if not isinstance(nsize, (list, tuple)) or len(nsize) != 2 or not all(
+                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in nsize):
+                raise IntrinsicsError(f"{what}.native_size: must be [width, height], two positive integers, got "
+                                      f"{nsize!r}")
+            nsize = (int(nsize[0]), int(nsize[1]))
+            if size is not None and nsize != tuple(size):
+                raise IntrinsicsError(f"{what}.native_size: {nsize[0]}x{nsize[1]} is not the plan's size "
+                                      f"{size[0]}x{size[1]}: native is given in pixels of the plan's frames")
+            try:
+                native = tuple(check_intrinsics(list(native) if isinstance(native, (tuple, np.ndarray)) else native,
+                                                nsize, f"{what}.native"))
+            except SuiteError as e:
+                raise IntrinsicsError(str(e)) from None
+        elif nsize is not None and (not isinstance(nsize, (list, tuple)) or len(nsize) != 2):
+            raise IntrinsicsError(f"{what}.native_size: must be [width, height], got {nsize!r}")
+        units = block.get("native_model_units")
+        if block.get("native_model") is not None and not isinstance(units, str):
+            raise IntrinsicsError(f"{what}.native_model_units: native_model needs its units said (a string)")
+        return cls(regime, native, tuple(nsize) if nsize is not None else None, block.get("native_model"), units,
+                   {k: v for k, v in block.items() if k not in cls.TYPED})
+
+
+def check_plan_intrinsics(plan: "NativeInputs") -> PlanIntrinsics:
+    """The plan's intrinsics block as :class:`PlanIntrinsics` (what the record's meta.json carries and evaluate
+    reads): ``native``, when given, is ``[fx, fy, cx, cy]`` in pixels of ``native_size``, the plan's own size
+    (``plan.width`` x ``plan.height``), whatever units the model itself takes (those go beside it, ``native_model``
+    with ``native_model_units``). Raises AdapterError naming the adapter and the field: a plan that breaks this would
+    write records evaluate refuses."""
     try:
-        check_intrinsics(list(k) if isinstance(k, (list, tuple, np.ndarray)) else k, (plan.width, plan.height),
-                         f"{plan.adapter} plan of {plan.case_id}: intrinsics.native")
-    except SuiteError as e:
-        raise AdapterError(f"{e} (it must be [fx, fy, cx, cy] in pixels of the plan's {plan.width}x{plan.height}; "
-                           "the model's own units go in intrinsics.native_model): a defect of the adapter") from None
+        return PlanIntrinsics.parse(plan.intrinsics, f"{plan.adapter} plan of {plan.case_id}: intrinsics",
+                                    (plan.width, plan.height))
+    except IntrinsicsError as e:
+        raise AdapterError(f"{e} (it must be [fx, fy, cx, cy] in pixels of the plan's {plan.width}x{plan.height}, "
+                           "with native_size; the model's own units go in intrinsics.native_model): a defect of the "
+                           "adapter") from None
 
 
 def horizontal_fov_deg(fx: float, width: float) -> float:

@@ -15,6 +15,19 @@ from pathlib import Path
 
 import numpy as np
 
+#: a record's file names, spelled once (every reader and writer names them through these)
+META = "meta.json"
+TRAJECTORY = "trajectory.json"
+ACTIONS = "actions.json"
+CONTEXT = "context.jsonl"
+TARGETS = "targets.npz"
+DYNAMIC = "dynamic.json"
+NATIVE = "native"
+VIDEO = "video.mp4"
+POSES = "poses.npy"
+#: the prefix of a record being written (renamed into place when whole)
+TMP_PREFIX = ".tmp-"
+#: the most bytes read of one of a record's JSON files (meta.json, trajectory.json, actions.json, dynamic.json)
 MAX_JSON_BYTES = 16 << 20
 #: the most bytes read of one of a record's arrays (poses.npy, targets.npz)
 MAX_ARRAY_BYTES = 1 << 30
@@ -32,7 +45,7 @@ def _kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
-def _link_target(path: Path) -> str:
+def link_target(path: Path) -> str:
     try:
         return os.readlink(path)
     except OSError:
@@ -52,12 +65,15 @@ def check_record_file(path: Path, required: bool = True) -> bool:
             raise FileNotFoundError(f"{path.name} is missing") from None
         return False
     if stat.S_ISLNK(st.st_mode):
-        raise RecordError(f"{path.name} is a symbolic link (to {_link_target(path)}): a record's files are read only "
+        raise RecordError(f"{path.name} is a symbolic link (to {link_target(path)}): a record's files are read only "
                           "as regular files inside its folder (copy the file in instead)")
     if not stat.S_ISREG(st.st_mode):
         raise RecordError(f"{path.name} is {_kind(st.st_mode)}, not a regular file: a record's files are regular "
                           "files (rewrite the record)")
     return True
+
+
+_link_target = link_target  # the name generate/interop.py imports
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -71,7 +87,7 @@ def read_regular_text(path: Path, limit: int) -> str:
     path = Path(path)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        raise RecordError(f"{path} is a symbolic link (to {_link_target(path)}), not a regular file")
+        raise RecordError(f"{path} is a symbolic link (to {link_target(path)}), not a regular file")
     if not stat.S_ISREG(st.st_mode):
         raise RecordError(f"{path} is {_kind(st.st_mode)}, not a regular file")
     try:

@@ -24,11 +24,9 @@ kind ``"rollout-2p"``, still read).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -38,45 +36,23 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # claims need flock (POSIX); without it two generators on one folder are not kept apart
-    import fcntl
-except ImportError:  # pragma: no cover  (Windows)
-    fcntl = None
-
 from worldgate import __version__
 from worldgate.adapters.base import file_bytes
 from worldgate.trajectories.suites import check_case_id
 
-from .provenance import environment
 from .case_files import case_dynamic, case_targets, transform_mask  # noqa: F401  (part of the record API)
-from .record_files import (  # noqa: F401  (part of the record API)
-    MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _link_target, check_record_file, read_record_array, read_record_bytes,
-    read_record_json, record_member, sha256_record_file,
+from .claims import CLAIM_PREFIX, CaseClaim, claim_case, clean_stale_tmp  # noqa: F401  (part of the record API)
+from .provenance import environment
+from .record import (  # noqa: F401  (part of the record API)
+    LEGACY_KINDS, ONE_VIEW, RECORD_FORMAT, TWO_VIEWS, open_record, parse_meta, read_meta, read_meta_reason,
+    record_kind, record_views, views_of,
 )
-from .video import VideoWriter, probe_video, read_frames, sha256_file
-
-TMP_PREFIX = ".tmp-"
-RECORD_FORMAT = 2
-#: the files of each view: one view, or the two players' views
-ONE_VIEW = {"": {"video": "video.mp4", "poses": "poses.npy"}}
-TWO_VIEWS = {"A": {"video": "video_a.mp4", "poses": "poses_a.npy"}, "B": {"video": "video_b.mp4", "poses": "poses_b.npy"}}
-LEGACY_KINDS = {"rollout-2p": "rollout"}  # format 1 named two-view records apart
-#: the most bytes read of one of a record's JSON files (meta.json, trajectory.json, actions.json, dynamic.json)
-def views_of(players: int) -> dict:
-    return TWO_VIEWS if players == 2 else ONE_VIEW
-
-
-def record_views(meta: dict) -> dict:
-    """``{view: {"video", "poses"}}`` of a record from its meta.json (format 1 records included)."""
-    v = meta.get("views")
-    if isinstance(v, dict) and v and all(isinstance(x, dict) and "video" in x for x in v.values()):
-        return v
-    return TWO_VIEWS if meta.get("kind") == "rollout-2p" or meta.get("players") == ["A", "B"] else ONE_VIEW
-
-
-def record_kind(meta: dict) -> str | None:
-    k = meta.get("kind")
-    return LEGACY_KINDS.get(k, k)
+from .record_files import (  # noqa: F401  (part of the record API)
+    ACTIONS, CONTEXT, DYNAMIC, MAX_ARRAY_BYTES, MAX_JSON_BYTES, META, NATIVE, TARGETS, TMP_PREFIX, TRAJECTORY,
+    RecordError, check_record_file, link_target, read_record_array, read_record_bytes, read_record_json,
+    record_member, sha256_record_file,
+)
+from .video import probe_video, sha256_file
 
 
 @lru_cache(maxsize=1)
@@ -103,36 +79,10 @@ def record_dir(run_dir: Path, case_id: str) -> Path:
     if d.parent != run_dir:
         raise ValueError(f"case id {case_id!r} would write outside the output folder {run_dir}")
     if d.is_symlink():
-        raise RecordError(f"the record folder {d} is a symbolic link (to {_link_target(d)}): records are written "
+        raise RecordError(f"the record folder {d} is a symbolic link (to {link_target(d)}): records are written "
                           "only as real folders inside the run; remove the link (or move the folder it points to "
                           "into its place) and rerun")
     return d
-
-
-def read_meta_reason(folder: Path) -> tuple[dict | None, str | None]:
-    """``(meta, None)`` for a record folder with a readable meta.json, else ``(None, why)``. A folder that is a
-    symbolic link, or a meta.json that is a link, a FIFO, a device, larger than :data:`MAX_JSON_BYTES`, not UTF-8,
-    not JSON or not a JSON object, is refused without being followed (nothing here can hang or exhaust memory)."""
-    folder = Path(folder)
-    try:
-        if folder.is_symlink():
-            return None, (f"the record folder is a symbolic link (to {_link_target(folder)}): records are read only "
-                          "from real folders inside the run")
-        meta = read_record_json(folder / "meta.json")
-    except FileNotFoundError:
-        return None, "meta.json is missing"
-    except RecordError as e:
-        return None, str(e)
-    except OSError as e:
-        return None, f"meta.json could not be read ({e.strerror or e})"
-    if not isinstance(meta, dict):
-        return None, f"meta.json holds a JSON {type(meta).__name__}, not an object"
-    return meta, None
-
-
-def read_meta(folder: Path) -> dict | None:
-    """A record's meta.json, or None where it is missing or refused (:func:`read_meta_reason` says why)."""
-    return read_meta_reason(folder)[0]
 
 
 def is_complete(folder: Path, kind: str = "rollout") -> bool:
@@ -181,137 +131,6 @@ def candidate_records(run: Path) -> list[Path]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale_tmp(run_dir: Path) -> list[str]:
-    """Remove temporary record folders left by killed runs (those whose process is gone) and claims no live process
-    holds (:func:`claim_case`)."""
-    removed = []
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return removed
-    for p in run_dir.iterdir():
-        if p.name.startswith(CLAIM_PREFIX) and not p.is_symlink() and p.is_file():
-            claim, _ = _take_claim(p)
-            if claim is not None:
-                claim.release()
-                removed.append(p.name)
-        elif p.is_dir() and p.name.startswith(TMP_PREFIX):
-            try:
-                pid = int(p.name.rsplit("-", 2)[-2])
-            except (ValueError, IndexError):
-                pid = -1
-            if pid != os.getpid() and (pid < 0 or not _pid_alive(pid)):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p.name)
-    return removed
-
-
-CLAIM_PREFIX = ".claim-"
-
-
-class CaseClaim:
-    """This process's claim of one case of a run: the file ``run/.claim-<case>`` holding the owner's pid and host,
-    locked with ``flock`` for as long as the case is being written. The lock is the claim: the kernel drops it when
-    the process ends however it ends, so the claim of a dead process (kill -9, a crash) is stale and simply taken
-    again; :meth:`release` (after the record is committed or aborted) unlinks the file, then unlocks it."""
-
-    def __init__(self, path: Path, fd: int | None):
-        self.path, self._fd = path, fd
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == _ident(os.fstat(self._fd)):
-                os.unlink(self.path)
-        except OSError:
-            pass
-        finally:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-
-def _ident(st) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
-
-
-def _claim_owner(fd: int) -> str:
-    try:
-        who = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        return f"process {int(who['pid'])} on {who['host']} (since {who['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
-
-
-def _take_claim(path: Path) -> tuple[CaseClaim | None, str | None]:
-    """Lock the claim file ``path`` (created if missing): ``(claim, None)``, or ``(None, owner)`` while a live
-    process holds it."""
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        try:
-            fd = os.open(path, flags, 0o644)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise RecordError(f"the claim file {path} is a symbolic link: remove it and rerun") from None
-            raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # a live process holds it
-            owner = _claim_owner(fd)
-            os.close(fd)
-            return None, owner
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # no locks on this filesystem
-                return CaseClaim(path, None), None
-            raise
-        try:  # a releasing owner unlinks before it unlocks: lock the file that is at ``path`` now, or try again
-            same = _ident(os.stat(path, follow_symlinks=False)) == _ident(os.fstat(fd))
-        except FileNotFoundError:
-            same = False
-        if same:
-            return CaseClaim(path, fd), None
-        os.close(fd)
-    raise RecordError(f"could not take the claim {path}: it keeps being replaced")
-
-
-def claim_case(run_dir: Path, case_id: str) -> tuple[CaseClaim | None, str | None]:
-    """Claim ``case_id`` of the run for this process before writing its record, so that two generators on one run
-    folder never write the same case: ``(claim, None)`` (release it after the record is committed or aborted), or
-    ``(None, owner)`` where a live process (``owner`` says which) holds the case. A stale claim, whose process is
-    gone, is taken over. Without ``flock`` (Windows) every claim succeeds."""
-    check_case_id(case_id)
-    path = Path(run_dir) / f"{CLAIM_PREFIX}{case_id}"
-    if fcntl is None:  # pragma: no cover
-        return CaseClaim(path, None), None
-    claim, owner = _take_claim(path)
-    if claim is not None and claim._fd is not None:
-        who = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        try:
-            os.ftruncate(claim._fd, 0)
-            os.pwrite(claim._fd, who.encode(), 0)
-        except OSError:
-            claim.release()
-            raise
-    return claim, owner
-
-
 class RecordWriter:
     """Writes one record into ``run_dir/.tmp-<case>-<pid>-<rand>`` and renames it into place on :meth:`commit`."""
 
@@ -334,8 +153,9 @@ class RecordWriter:
                 rel = str(p.relative_to(self.tmp))
                 files[rel] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         meta = dict(meta, files=files, complete=True, record_format=RECORD_FORMAT)
-        self.write_json("meta.json", meta)
-        with open(self.path("meta.json"), "rb+") as f:
+        parse_meta(meta, self.case_id, strict=True)  # a meta.json evaluate would refuse is never written
+        self.write_json(META, meta)
+        with open(self.path(META), "rb+") as f:
             os.fsync(f.fileno())
         if self.final.exists():  # an incomplete or dry-run record of the same case is replaced
             trash = self.final.parent / f"{TMP_PREFIX}old-{self.case_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -386,7 +206,7 @@ def trajectory_json(case, plan) -> dict:
 
 def trajectory_json_players(case, plan) -> dict:
     """Two views: both players' segments with their frame ranges in the produced videos, plus the task."""
-    actions = plan.files["actions.json"]
+    actions = plan.files[ACTIONS]
     players = {}
     for p, sched in case.players.items():
         segs = []
@@ -412,111 +232,39 @@ def _commanded(case, plan, view: str, frames: int, fps: float):
     return traj.poses(fps, frames), note
 
 
-def _frames_of(chunk) -> dict[str, np.ndarray]:
-    """A chunk's frames per view; a runner's video file is read in batches (never whole into memory)."""
-    if chunk.video is not None:
-        return {"": chunk.video}
-    if isinstance(chunk.frames, dict):
-        return {k: np.asarray(v) for k, v in chunk.frames.items()}
-    return {"": np.asarray(chunk.frames)}
-
-
-def _batches(src, n: int = 64):
-    if not isinstance(src, Path):
-        yield src
-        return
-    buf = []
-    for f in read_frames(src):
-        buf.append(f)
-        if len(buf) == n:
-            yield np.stack(buf)
-            buf = []
-    if buf:
-        yield np.stack(buf)
-
-
-def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, context=None) -> Path:
-    """Run the adapter's rollout for ``plan`` and write the whole record (one view or several) atomically."""
-    t0 = time.perf_counter()
-    views = views_of(adapter.info.players)
-    rec = RecordWriter(run_dir, case.id)
-    writers: dict[str, VideoWriter] = {}
-    try:
-        n = 0
-        context_rows = []
-        t_roll = time.perf_counter()
-        for chunk in adapter.rollout(plan, context=context, seed=seed):
-            if chunk.start != n:
-                raise RuntimeError(f"{adapter.name}: chunk starts at frame {chunk.start}, expected {n}")
-            got = _frames_of(chunk)
-            if set(got) != set(views):
-                raise RuntimeError(f"{adapter.name}: a chunk must give the views {sorted(views)}, got {sorted(got)}")
-            lens = {}
-            for v, src in got.items():
-                lens[v] = 0
-                for frames in _batches(src):
-                    if v not in writers:
-                        writers[v] = VideoWriter(rec.path(views[v]["video"]), frames.shape[2], frames.shape[1],
-                                                 plan.fps)
-                    writers[v].write(frames)
-                    lens[v] += len(frames)
-            if len(set(lens.values())) > 1:
-                raise RuntimeError(f"{adapter.name}: a step must give one frame per view, got {lens}")
-            n += next(iter(lens.values()))
-            for name, content in (chunk.extra.get("files") or {}).items():  # e.g. targets.npz of the first frame
-                _write_record_file(rec.path(name), name, content)
-            if chunk.context_ids is not None:
-                row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": n - chunk.start,
-                       "context": [int(c) for c in chunk.context_ids]}
-                if "kv_bytes" in chunk.extra:
-                    row["kv_bytes"] = int(chunk.extra["kv_bytes"])
-                context_rows.append(row)
-            for r in chunk.extra.get("context_rows") or ():  # a model whose own loop logged its chunks (one video)
-                context_rows.append({"chunk": int(r["chunk"]), "chunk_start": int(r["chunk_start"]),
-                                     "frames": int(r["frames"]), "context": [int(c) for c in r["context"]],
-                                     **({"kv_bytes": int(r["kv_bytes"])} if "kv_bytes" in r else {}),
-                                     **({"history_tokens": int(r["history_tokens"])} if "history_tokens" in r else {})})
-        if not writers or n == 0:
-            raise RuntimeError(f"{adapter.name}: rollout produced no frames for case {case.id}")
-        for w in writers.values():
-            w.close()
-        rollout_s = time.perf_counter() - t_roll
-        achieved = {v: probe_video(rec.path(views[v]["video"])) for v in views}
-        caveats = list(plan.caveats)
-        for v, a in achieved.items():
-            poses, note = _commanded(case, plan, v, a.frames, a.fps or plan.fps)
-            np.save(rec.path(views[v]["poses"]), np.asarray(poses, np.float64), allow_pickle=False)
-            caveats += ([note] if note else []) + achieved_caveats(a, plan, prefix=f"view {v}: " if v else "")
-        if views is TWO_VIEWS:
-            rec.write_json("actions.json", plan.files["actions.json"])
-            rec.write_json("trajectory.json", trajectory_json_players(case, plan))
-        else:
-            rec.write_json("trajectory.json", trajectory_json(case, plan))
-            a = achieved[""]
-            if getattr(case, "targets", None) and not rec.path("targets.npz").exists():
-                _write_record_file(rec.path("targets.npz"), "targets.npz",
-                                   case_targets(case, adapter.info.aspect_policy, (a.width, a.height)))
-            if getattr(case, "dynamic", None) and not rec.path("dynamic.json").exists():
-                rec.write_json("dynamic.json", case_dynamic(case, plan))
-        if context_rows:
-            rec.path("context.jsonl").write_text("".join(json.dumps(r) + "\n" for r in context_rows))
-        plan.write(rec.path("native"), seed=None if adapter.info.no_seed else seed)
-        meta = _base_meta("rollout", case, adapter, plan, seed, config, views)
-        meta.update({
-            "context": context.describe() if context is not None else None,
-            "achieved": achieved[""].to_dict() if views is ONE_VIEW else {v: a.to_dict() for v, a in achieved.items()},
-            "caveats": caveats,
-            "timing": {"rollout_s": rollout_s, "total_s": time.perf_counter() - t0},
-        })
-        return rec.commit(meta)
-    except BaseException:
-        for w in writers.values():
-            try:
-                w.abort()
-            except Exception:
-                pass
-        rec.abort()
-        raise
+def write_record(rec: "RecordWriter", case, adapter, plan, seed: int, config: dict, views: dict, context,
+                 context_rows: list, t0: float, rollout_s: float) -> Path:
+    """The rest of a rollout record once its videos are written and closed (``generate.runner.write_rollout`` runs the
+    model into them): each view's commanded poses, the trajectory (and actions), targets, dynamic events, context
+    rows, the native inputs and meta.json, then the rename into place."""
+    achieved = {v: probe_video(rec.path(views[v]["video"])) for v in views}
+    caveats = list(plan.caveats)
+    for v, a in achieved.items():
+        poses, note = _commanded(case, plan, v, a.frames, a.fps or plan.fps)
+        np.save(rec.path(views[v]["poses"]), np.asarray(poses, np.float64), allow_pickle=False)
+        caveats += ([note] if note else []) + achieved_caveats(a, plan, prefix=f"view {v}: " if v else "")
+    if views is TWO_VIEWS:
+        rec.write_json(ACTIONS, plan.files[ACTIONS])
+        rec.write_json(TRAJECTORY, trajectory_json_players(case, plan))
+    else:
+        rec.write_json(TRAJECTORY, trajectory_json(case, plan))
+        a = achieved[""]
+        if getattr(case, "targets", None) and not rec.path(TARGETS).exists():
+            write_record_file(rec.path(TARGETS), TARGETS, case_targets(case, adapter.info.aspect_policy,
+                                                                      (a.width, a.height)))
+        if getattr(case, "dynamic", None) and not rec.path(DYNAMIC).exists():
+            rec.write_json(DYNAMIC, case_dynamic(case, plan))
+    if context_rows:
+        rec.path(CONTEXT).write_text("".join(json.dumps(r) + "\n" for r in context_rows))
+    plan.write(rec.path(NATIVE), seed=None if adapter.info.no_seed else seed)
+    meta = _base_meta("rollout", case, adapter, plan, seed, config, views)
+    meta.update({
+        "context": context.describe() if context is not None else None,
+        "achieved": achieved[""].to_dict() if views is ONE_VIEW else {v: a.to_dict() for v, a in achieved.items()},
+        "caveats": caveats,
+        "timing": {"rollout_s": rollout_s, "total_s": time.perf_counter() - t0},
+    })
+    return rec.commit(meta)
 
 
 def achieved_caveats(achieved, plan, prefix: str = "") -> list[str]:
@@ -531,8 +279,9 @@ def achieved_caveats(achieved, plan, prefix: str = "") -> list[str]:
     return out
 
 
-def _write_record_file(path: Path, name: str, content) -> None:
-    reserved = {"meta.json", "trajectory.json", "actions.json"} | {f for v in (*ONE_VIEW.values(), *TWO_VIEWS.values())
+def write_record_file(path: Path, name: str, content) -> None:
+    """An adapter's own record file (e.g. targets.npz of the first frame): never one of the format's files."""
+    reserved = {META, TRAJECTORY, ACTIONS} | {f for v in (*ONE_VIEW.values(), *TWO_VIEWS.values())
                                                                    for f in v.values()}
     if path.name in reserved or Path(name).is_absolute() or ".." in Path(name).parts:
         raise ValueError(f"an adapter may not write record file {name!r}")
@@ -546,12 +295,12 @@ def write_plan(run_dir: Path, case, adapter, plan, seed: int, config: dict) -> P
     views = views_of(adapter.info.players)
     rec = RecordWriter(run_dir, case.id)
     try:
-        plan.write(rec.path("native"), seed=None if adapter.info.no_seed else seed)
+        plan.write(rec.path(NATIVE), seed=None if adapter.info.no_seed else seed)
         if views is TWO_VIEWS:
-            rec.write_json("actions.json", plan.files["actions.json"])
-            rec.write_json("trajectory.json", trajectory_json_players(case, plan))
+            rec.write_json(ACTIONS, plan.files[ACTIONS])
+            rec.write_json(TRAJECTORY, trajectory_json_players(case, plan))
         else:
-            rec.write_json("trajectory.json", trajectory_json(case, plan))
+            rec.write_json(TRAJECTORY, trajectory_json(case, plan))
         for v in views:
             poses = plan.arrays.get(f"c2w_{v.lower()}") if v else None
             if poses is None:
@@ -594,21 +343,18 @@ def _base_meta(kind, case, adapter, plan, seed, config, views) -> dict:
 
 
 def load_record(folder: Path) -> dict:
-    """meta, trajectory and commanded poses of a complete record (what ``evaluate`` reads): ``poses`` is the (F, 4, 4)
-    array of a one-view record, ``{view: array}`` with several views (then ``actions`` holds the schedules too)."""
+    """meta, trajectory and commanded poses of a complete record, verified by :func:`.record.open_record` (the one
+    reader): ``poses`` is the (F, 4, 4) array of a one-view record, ``{view: array}`` with several views (then
+    ``actions`` holds the schedules too). FileNotFoundError where there is no readable meta.json, else RecordError."""
     folder = Path(folder)
     meta, why = read_meta_reason(folder)
     if meta is None:
         raise FileNotFoundError(f"{folder} is not a record (no readable meta.json: {why})")
-    views = record_views(meta)
-    for f in views.values():  # every named file inside the folder; a view's video a regular file where present
-        record_member(folder, f.get("poses", ""))
-        check_record_file(record_member(folder, f["video"]), required=False)
-    out = {"meta": meta, "dir": folder, "views": views, "trajectory": read_record_json(folder / "trajectory.json")}
-    poses = {v: read_record_array(folder / f["poses"]) for v, f in views.items()}
-    out["poses"] = poses[""] if views is ONE_VIEW or list(views) == [""] else poses
-    if check_record_file(folder / "actions.json", required=False):
-        out["actions"] = read_record_json(folder / "actions.json")
+    r = open_record(folder)
+    out = {"meta": r.meta, "dir": folder, "views": r.info.views, "trajectory": r.trajectory, "record": r}
+    out["poses"] = r.views[""].poses if r.one_view else {v: x.poses for v, x in r.views.items()}
+    if r.actions is not None:
+        out["actions"] = r.actions
     return out
 
 

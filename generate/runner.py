@@ -4,7 +4,7 @@ Resumable (complete records are skipped, stale temporary folders removed), fault
 to ``jobs.jsonl`` and the run goes on; the exit status says whether any case failed), and deterministic for a seed.
 Two exceptions to "the run goes on": a full disk stops the run at once (:class:`DiskFullError`: every other case
 would fail the same way), and a case whose record folder is refused (a symbolic link) is reported and skipped.
-Several generators may share one run folder: each case is claimed before it is written (``records.claim_case``), so
+Several generators may share one run folder: each case is claimed before it is written (``claims.claim_case``), so
 none is written twice; a case claimed by a live other process is skipped here and said so.
 """
 
@@ -37,16 +37,12 @@ from worldgate.trajectories.core import MAX_SEGMENT_SECONDS, MIN_SEGMENT_SECONDS
 from worldgate.trajectories.registry import did_you_mean
 from worldgate.trajectories.suites import SUITES, SuiteError, check_depth, load_suite
 
-from .records import (
-    RecordError,
-    claim_case,
-    clean_stale_tmp,
-    git_hash,
-    is_complete,
-    record_dir,
-    write_plan,
-    write_rollout,
-)
+import numpy as np
+
+from .claims import claim_case, clean_stale_tmp
+from .record import views_of
+from .records import RecordError, RecordWriter, git_hash, is_complete, record_dir, write_plan, write_record, write_record_file
+from .video import VideoWriter, read_frames
 
 log = logging.getLogger("worldgate.generate")
 
@@ -577,3 +573,88 @@ def _progress(items, enabled: bool, desc: str):
     if not enabled:
         return items
     return tqdm(items, desc=desc, unit="case")
+
+
+def _frames_of(chunk) -> dict[str, np.ndarray]:
+    """A chunk's frames per view; a runner's video file is read in batches (never whole into memory)."""
+    if chunk.video is not None:
+        return {"": chunk.video}
+    if isinstance(chunk.frames, dict):
+        return {k: np.asarray(v) for k, v in chunk.frames.items()}
+    return {"": np.asarray(chunk.frames)}
+
+
+def _batches(src, n: int = 64):
+    if not isinstance(src, Path):
+        yield src
+        return
+    buf = []
+    for f in read_frames(src):
+        buf.append(f)
+        if len(buf) == n:
+            yield np.stack(buf)
+            buf = []
+    if buf:
+        yield np.stack(buf)
+
+
+def _context_row(r: dict) -> dict:
+    """A chunk row a model's own loop logged (one video), in the record's shape."""
+    return {"chunk": int(r["chunk"]), "chunk_start": int(r["chunk_start"]), "frames": int(r["frames"]),
+            "context": [int(c) for c in r["context"]],
+            **({"kv_bytes": int(r["kv_bytes"])} if "kv_bytes" in r else {}),
+            **({"history_tokens": int(r["history_tokens"])} if "history_tokens" in r else {})}
+
+
+def write_rollout(run_dir: Path, case, adapter, plan, seed: int, config: dict, context=None) -> Path:
+    """Run the adapter's rollout for ``plan``, streaming each view's frames into its video, and write the whole record
+    (one view or several) atomically: the rest of the format is :func:`.records.write_record`'s."""
+    t0 = time.perf_counter()
+    views = views_of(adapter.info.players)
+    rec = RecordWriter(run_dir, case.id)
+    writers: dict[str, VideoWriter] = {}
+    try:
+        n = 0
+        context_rows = []
+        t_roll = time.perf_counter()
+        for chunk in adapter.rollout(plan, context=context, seed=seed):
+            if chunk.start != n:
+                raise RuntimeError(f"{adapter.name}: chunk starts at frame {chunk.start}, expected {n}")
+            got = _frames_of(chunk)
+            if set(got) != set(views):
+                raise RuntimeError(f"{adapter.name}: a chunk must give the views {sorted(views)}, got {sorted(got)}")
+            lens = {}
+            for v, src in got.items():
+                lens[v] = 0
+                for frames in _batches(src):
+                    if v not in writers:
+                        writers[v] = VideoWriter(rec.path(views[v]["video"]), frames.shape[2], frames.shape[1],
+                                                 plan.fps)
+                    writers[v].write(frames)
+                    lens[v] += len(frames)
+            if len(set(lens.values())) > 1:
+                raise RuntimeError(f"{adapter.name}: a step must give one frame per view, got {lens}")
+            n += next(iter(lens.values()))
+            for name, content in (chunk.extra.get("files") or {}).items():  # e.g. targets.npz of the first frame
+                write_record_file(rec.path(name), name, content)
+            if chunk.context_ids is not None:
+                row = {"chunk": len(context_rows), "chunk_start": chunk.start, "frames": n - chunk.start,
+                       "context": [int(c) for c in chunk.context_ids]}
+                if "kv_bytes" in chunk.extra:
+                    row["kv_bytes"] = int(chunk.extra["kv_bytes"])
+                context_rows.append(row)
+            context_rows += [_context_row(r) for r in chunk.extra.get("context_rows") or ()]
+        if not writers or n == 0:
+            raise RuntimeError(f"{adapter.name}: rollout produced no frames for case {case.id}")
+        for w in writers.values():
+            w.close()
+        rollout_s = time.perf_counter() - t_roll
+        return write_record(rec, case, adapter, plan, seed, config, views, context, context_rows, t0, rollout_s)
+    except BaseException:
+        for w in writers.values():
+            try:
+                w.abort()
+            except Exception:
+                pass
+        rec.abort()
+        raise

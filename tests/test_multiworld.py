@@ -21,7 +21,8 @@ from worldgate.evaluate.features import FeatureCache
 from worldgate.evaluate.multiworldbench import pixels, protocol, scoring, vlm
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
-from worldgate.generate.records import is_complete, load_record, write_rollout
+from worldgate.generate.records import is_complete, load_record
+from worldgate.generate.runner import write_rollout
 from worldgate.generate.video import read_frames
 from worldgate.trajectories.multiworldbench import world as T
 from worldgate.trajectories.suites import load_suite

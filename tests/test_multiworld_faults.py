@@ -15,7 +15,7 @@ from worldgate.adapters import get_adapter
 from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.experiments.validate import MWB_FAIL_MAX, MWB_LEAK_MARGIN, check_multiworld, multiworld_markdown
-from worldgate.generate.records import write_rollout
+from worldgate.generate.runner import write_rollout
 from worldgate.trajectories.suites import load_suite
 
 SIZE = 96

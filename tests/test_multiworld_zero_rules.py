@@ -19,7 +19,7 @@ from worldgate.evaluate import features as F
 from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES, TASK_OF
 from worldgate.evaluate.multiworldbench.scoring import MISSING_VIDEO, ZERO_RULED, aggregate
 from worldgate.evaluate.runner import evaluate_run
-from worldgate.generate.records import write_rollout
+from worldgate.generate.runner import write_rollout
 from worldgate.trajectories.suites import load_suite
 
 SIZE = 96
@@ -78,7 +78,9 @@ def test_errors_list_every_broken_record_once_and_say_which_were_zero_ruled(brok
     assert e["matched-navigation-000"] == f"matched-navigation-000: video_b.mp4 is missing ({ZERO_RULED})"
     # an empty video never reaches the decoder: one line, no ffmpeg banner
     assert e["delayed-revisit-000"] == f"delayed-revisit-000: video_a.mp4 is empty (0 bytes) ({ZERO_RULED})"
-    assert ZERO_RULED not in e["persistence-000"] and "could not be decoded" in e["persistence-000"]
+    # a truncated video is a record error: its sha256 is not the one meta.json recorded (the one verifier)
+    assert ZERO_RULED not in e["persistence-000"] and "video_b.mp4 changed after the record was written" in \
+        e["persistence-000"]
     rows = _samples(run)
     for case, task in (("matched-navigation-000", "matched_navigation"), ("delayed-revisit-000", "delayed_revisit")):
         s = rows[case]

@@ -164,7 +164,7 @@ class EngineAdapter(Adapter):
             files={"poses.npy": arrays["c2w"], "intrinsics.npy": arrays["intrinsics"],
                    "scene.json": {"scene": scene, "view": case.view}},
             intrinsics={"regime": 4, "case": case.intrinsics, "case_image_size": case.image_size, "native": k,
-                        "transform": transform, "case_hfov_deg": case_fov,
+                        "native_size": [self.width, self.height], "transform": transform, "case_hfov_deg": case_fov,
                         "native_hfov_deg": horizontal_fov_deg(k[0], self.width)},
             prompt=case.prompt, prompt_source=case.prompt_source,
             extra={"scene": scene, "view": case.view, "duration_s": traj.duration, "trajectory": traj.to_dict(),

@@ -103,7 +103,7 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
             files={"poses_a.npy": c2w["A"], "poses_b.npy": c2w["B"], "intrinsics.npy": arrays["intrinsics"],
                    "actions.json": actions, "scene.json": {"scene": scene, "world": case.world}},
             intrinsics={"regime": 4, "case": case.intrinsics, "case_image_size": case.image_size, "native": k,
-                        "transform": transform, "case_hfov_deg": case_fov,
+                        "native_size": [self.width, self.height], "transform": transform, "case_hfov_deg": case_fov,
                         "native_hfov_deg": horizontal_fov_deg(k[0], self.width)},
             prompt=case.prompt, prompt_source=case.prompt_source,
             extra={"scene": scene, "world": case.world, "task": case.task, "visibility": case.visibility,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from worldgate.generate.records import load_record, read_meta, record_views
-from worldgate.generate.video import sha256_file
+from worldgate.generate.record import open_record, read_meta, record_views
+from worldgate.generate.record_files import RecordError
 from worldgate.trajectories.multiworldbench.world import frame_of
 
 from ..classical import FlowExtractor
@@ -57,51 +57,36 @@ def is_two_view(folder: Path) -> bool:
 
 
 def open_two_view(folder: Path) -> TwoView:
-    """A complete two-view record as the evaluator sees it; FeatureError with the reason otherwise."""
+    """A complete two-view record as the evaluator sees it, opened and checked against its meta.json by the one
+    verifier (:func:`worldgate.generate.record.open_record`: files inside the folder and regular, sha256, pose
+    counts); FeatureError with the reason otherwise."""
     folder = Path(folder)
     try:
-        rec = load_record(folder)
-    except (OSError, ValueError) as e:
-        raise FeatureError(f"{folder.name}: unreadable record files ({type(e).__name__}: {e})") from None
-    meta, files = rec["meta"], rec["views"]
-    if "actions" not in rec:
+        rec = open_record(folder)
+    except RecordError as e:
+        raise FeatureError(str(e)) from None
+    meta = rec.meta
+    if list(rec.views) != list(VIEWS):
+        raise FeatureError(f"{folder.name}: not a two-view record (views {list(rec.views)})")
+    if rec.actions is None:
         raise FeatureError(f"{folder.name}: actions.json is missing")
     spec = (meta.get("case") or {}).get("two_player")
     if not isinstance(spec, dict) or not isinstance(spec.get("players"), dict):
         raise FeatureError(f"{folder.name}: meta.json has no two-player case (case.two_player)")
-    ach = meta.get("achieved") or {}
-    views, poses = {}, {}
-    for p in VIEWS:
-        video = folder / files[p]["video"]
-        if not video.is_file():
-            raise FeatureError(f"{folder.name}: {files[p]['video']} is missing")
-        if video.stat().st_size == 0:  # never handed to the decoder: an empty file is a missing video (zero rule)
-            raise FeatureError(f"{folder.name}: {files[p]['video']} is empty (0 bytes)")
-        c2w = rec["poses"][p]
-        if c2w.dtype.kind != "f" or c2w.ndim != 3 or c2w.shape[1:] != (4, 4) or not np.isfinite(c2w).all():
-            raise FeatureError(f"{folder.name}: {files[p]['poses']} must be finite float (F, 4, 4) poses, got "
-                               f"{c2w.dtype} {c2w.shape}")
-        a = ach.get(p) or {}
-        try:
-            w, h, fps, n = int(a["width"]), int(a["height"]), float(a["fps"]), int(a["frames"])
-        except (KeyError, TypeError, ValueError):
-            raise FeatureError(f"{folder.name}: meta.json lacks the achieved size/fps/frames of view {p}") from None
-        vmeta = {"intrinsics": meta.get("intrinsics"), "requested": meta.get("requested", {}), "case": meta.get("case")}
-        views[p] = RecordView(dir=folder, meta=vmeta, trajectory={"segments": []}, poses=c2w, video=video, width=w,
-                              height=h, fps=fps, n_frames=n, content_hash=sha256_file(video))
-        poses[p] = c2w
+    vmeta = {"intrinsics": meta.get("intrinsics"), "requested": meta.get("requested", {}), "case": meta.get("case")}
+    views = {p: RecordView(dir=folder, meta=vmeta, trajectory={"segments": []}, poses=v.poses, video=v.video,
+                           width=v.width, height=v.height, fps=v.fps, n_frames=v.n_frames,
+                           content_hash=v.content_hash) for p, v in rec.views.items()}
+    poses = {p: v.poses for p, v in rec.views.items()}
     a, b = views["A"], views["B"]
     if (a.width, a.height, a.n_frames) != (b.width, b.height, b.n_frames) or abs(a.fps - b.fps) > 1e-3:
         raise FeatureError(f"{folder.name}: the two views differ ({a.width}x{a.height}x{a.n_frames} @ {a.fps} vs "
                            f"{b.width}x{b.height}x{b.n_frames} @ {b.fps}): a step must give one frame per player")
-    if len(poses["A"]) != a.n_frames or len(poses["B"]) != b.n_frames:
-        raise FeatureError(f"{folder.name}: commanded poses ({len(poses['A'])}, {len(poses['B'])}) do not match "
-                           f"the videos' {a.n_frames} frames")
     K = a.intrinsics
     if K is None:
         f = a.width / (2 * math.tan(math.radians(33.0)))
         K = np.array([f, f, (a.width - 1) / 2, (a.height - 1) / 2])
-    return TwoView(folder, meta, spec, poses, views, rec["actions"], a.width, a.height, a.fps, a.n_frames,
+    return TwoView(folder, meta, spec, poses, views, rec.actions, a.width, a.height, a.fps, a.n_frames,
                    np.asarray(K, float))
 
 
