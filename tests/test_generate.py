@@ -135,7 +135,7 @@ def test_case_id_cannot_escape_the_output_folder(tmp_path):
 
 
 def test_list_commands(capsys):
-    assert main(["list", "models"]) == 0
+    assert main(["list", "models", "--wide"]) == 0  # the full table (the default fits 100 columns: test_list_tables)
     out = capsys.readouterr().out
     assert "engine" in out and "K regime" in out and "Solaris" in out
     assert main(["list", "trajectories"]) == 0

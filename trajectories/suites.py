@@ -280,7 +280,7 @@ SUITES = Registry("suite", {
     "manifest": "worldgate.trajectories.suites:manifest_suite",
 }, group="worldgate.suites")  # and the installed plugins' suites (docs/plugins.md)
 SUITE_HELP = {
-    "worldmark": "WorldMark's official arena_inputs (500 cases; needs --data DIR)",
+    "worldmark": "WorldMark's official arena_inputs (500 cases; --data DIR, or fetched on first use)",
     "worldmark-engine": "WorldMark's 15-id protocol on Engine scenes (15 cases; full=true for 500)",
     "manifest": "user cases from a .json/.jsonl file (--data FILE)",
     "worldmembench-engine": "WorldMemBench families x LR/LRLR/LRLRLR/LRUD/FRBL on Engine scenes (20; full=true 100)",

@@ -10,9 +10,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from worldgate.adapters import KNOWN_UNAVAILABLE, AdapterError, UnknownNameError, get_info, list_models
+from worldgate.adapters import AdapterError, UnknownNameError
 from worldgate.build_suite.cli import add_parser as add_build_suite_parser
-from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import read_results, write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
 from worldgate.evaluate.worldmark.imported import import_worldmark_results, is_results_root
@@ -23,12 +22,12 @@ from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
 from worldgate.generate.interop import export_worldmark, import_worldmark, load_arena_cases
 from worldgate.generate.runner import check_out, parse_model_args, run_generate
-from worldgate.trajectories.core import GRAMMAR, TrajectoryError
-from worldgate.trajectories.library import describe
-from worldgate.trajectories.suites import SUITE_HELP, SuiteError
+from worldgate.trajectories.core import TrajectoryError
+from worldgate.trajectories.suites import SuiteError
 
 from . import cluster, dist, doctor
 from . import setup as model_setup
+from .listing import add_parsers as add_listing_parsers  # noqa: E402
 from .scaffold import add_parser as add_new_adapter_parser
 
 
@@ -164,30 +163,6 @@ def cmd_doctor(a: argparse.Namespace) -> int:
         print(f"\n{len(miss)} model(s) --backend {a.backend} needs are missing: fetch them with the commands above "
               "(on a connected machine, into the same HF_HOME / TORCH_HOME)", file=sys.stderr)
         return 1
-    return 0
-
-
-def cmd_list(a: argparse.Namespace) -> int:
-    if a.what == "models":
-        cols = ["name", "version", "size", "fps (source)", "chunk first/later", "unit", "control", "poses", "K regime",
-                "aspect", "context", "level", "hf ids", "licence"]
-        rows = []
-        for n in list_models():
-            i = get_info(n)
-            rows.append([i.name, i.version, f"{i.width}x{i.height}", f"{i.fps:g} ({i.fps_source.split(':')[0].split(' (')[0]})",
-                         f"{i.first_chunk_frames}/{i.chunk_frames}", i.duration_unit, i.control, i.pose_convention,
-                         str(i.intrinsics_regime), i.aspect_policy, ",".join(i.context_policies) or "-",
-                         i.integration, ",".join(i.hf_ids) or "-", i.licence or "-"])
-        _table(cols, rows)
-        print("\nknown, no adapter (not registered): " + "; ".join(KNOWN_UNAVAILABLE.values()))
-    elif a.what == "suites":
-        _table(["suite", "what"], [[k, v] for k, v in SUITE_HELP.items()])
-    elif a.what == "trajectories":
-        _table(["name", "segments (text form)"], [list(r) for r in describe()])
-        print(f"\ntext grammar: {GRAMMAR}")
-    elif a.what == "metrics":
-        _table(["metric", "name", "benchmark", "range"], [[k, v["name"], v["benchmark"], v["range"]]
-                                                          for k, v in metric_info().items()])
     return 0
 
 
@@ -373,9 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_setup.add_parser(sub)
     add_build_suite_parser(sub)
     add_new_adapter_parser(sub)  # worldgate new-adapter NAME --out DIR (docs/plugins.md)
-    ls = sub.add_parser("list", help="list models, suites, trajectories or metrics")
-    ls.add_argument("what", choices=["models", "suites", "trajectories", "metrics"])
-    ls.set_defaults(fn=cmd_list)
+    add_listing_parsers(sub)  # list (fits 100 columns; --wide, --json) and fetch
     return p
 
 
