@@ -23,7 +23,6 @@ Two judges, never mixed under one metric id:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import cv2
 import numpy as np
 
 from worldgate import prompts
+from worldgate.generate.record_files import DYNAMIC, RecordError, check_record_file, read_record_json
 
 from ..features import Extractor
 from ..judges import LOADED as _JUDGES  # noqa: F401  (kept under its old name: tests and callers seed it)
@@ -45,10 +45,10 @@ STRIDE = 8
 
 
 def load_dynamic(folder: Path) -> dict | None:
-    p = Path(folder) / "dynamic.json"
+    p = Path(folder) / DYNAMIC
     try:
-        return json.loads(p.read_text()) if p.is_file() else None
-    except (OSError, json.JSONDecodeError):
+        return read_record_json(p) if check_record_file(p, required=False) else None
+    except (OSError, RecordError):
         return None
 
 

@@ -37,6 +37,8 @@ import cv2
 import numpy as np
 from scipy.stats import spearmanr
 
+from worldgate.generate.record_files import TARGETS, check_record_file, read_record_array
+
 from ..features import Extractor
 from ..score import Score, na
 
@@ -46,11 +48,10 @@ SEARCH = 0.25  # template search window: +- this share of the frame around the r
 
 
 def load_targets(folder: Path) -> dict | None:
-    p = Path(folder) / "targets.npz"
-    if not p.is_file():
+    p = Path(folder) / TARGETS
+    if not check_record_file(p, required=False):  # a link or a FIFO is refused, never read
         return None
-    with np.load(p, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    return read_record_array(p)
 
 
 def _bbox(m: np.ndarray) -> tuple[int, int, int, int]:

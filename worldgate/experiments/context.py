@@ -18,6 +18,7 @@ from worldgate.evaluate import uncertainty as U
 from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import plot_context_points, revisit_decay
 from worldgate.evaluate.runner import evaluate_run
+from worldgate.generate.record_files import CONTEXT
 from worldgate.generate.records import list_records, read_meta
 from worldgate.experiments.compare import per_case
 from worldgate.generate.runner import run_generate
@@ -76,8 +77,8 @@ def compare_context(model: str, suite: str, policies: list[str], budget: int | N
         for rec in list_records(d):
             meta = read_meta(rec)
             rollout_s += float((meta.get("timing") or {}).get("rollout_s") or 0.0)
-            if (rec / "context.jsonl").is_file():
-                kv += [json.loads(x).get("kv_bytes", 0) for x in (rec / "context.jsonl").read_text().splitlines()]
+            if (rec / CONTEXT).is_file():
+                kv += [json.loads(x).get("kv_bytes", 0) for x in (rec / CONTEXT).read_text().splitlines()]
         row = {"policy": pol, "budget": budget, "records": ev["records"], "errors": len(ev["errors"]),
                "rollout_s": rollout_s, "wall_s": wall, "peak_kv_mib": (max(kv) / 2**20) if kv else None,
                "peak_rss_mib": (mem.peak - mem.base) / 2**20,
