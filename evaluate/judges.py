@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -34,6 +35,8 @@ import numpy as np
 from PIL import Image
 
 from worldgate.generate.provenance import resolved_revision
+
+from .cache import CacheRefused, open_dir, write_file_at
 
 #: the judge's token budget (WorldMemBench's appendix: max_tokens 4096); thinking models spend much of it first
 MAX_TOKENS = 4096
@@ -226,8 +229,9 @@ class OpenAIJudge(Judge):
     def __init__(self, model: str, base_url: str, timeout: float = 120.0, retries: int = 4, backoff: float = 1.0,
                  concurrency: int = 4, max_tokens: int = MAX_TOKENS):
         import requests  # optional (the judge extra)
+        import urllib3
 
-        self.requests = requests
+        self.requests, self.urllib3_error = requests, urllib3.exceptions.HTTPError
         self.model, self.base_url, self.timeout, self.retries = model, base_url, timeout, int(retries)
         self.backoff, self.concurrency, self.max_tokens = backoff, int(concurrency), max_tokens
         self.slots = threading.BoundedSemaphore(self.concurrency)
@@ -257,26 +261,29 @@ class OpenAIJudge(Judge):
                 with self.slots:
                     with self.lock:
                         self.stats["requests"] += 1
-                    r = self.session.post(url, json=body, headers=self.headers(), timeout=self.timeout)
-            except (self.requests.Timeout, self.requests.ConnectionError) as e:
+                    with self.session.post(url, json=body, headers=self.headers(), timeout=self.timeout,
+                                           stream=True) as r:
+                        status, data = r.status_code, r.raw.read(MAX_REPLY + 1, decode_content=True)
+            except (self.requests.RequestException, self.urllib3_error, OSError) as e:  # timeouts, dropped links
                 why = f"{type(e).__name__} after {self.timeout:g} s"
                 continue
-            if r.status_code in RETRY_STATUS:
-                why = f"HTTP {r.status_code}"
+            if status in RETRY_STATUS:
+                why = f"HTTP {status}"
                 continue
-            if r.status_code != 200:
-                self.down = (f"judge {self.model} at {url} refused the request: HTTP {r.status_code} "
-                             f"{r.text[:200]!r} (401/403: set {KEY_ENV[0]}; 404: check the base URL ends in /v1 "
-                             "and the model name the server serves)")
+            if status != 200:
+                self.down = (f"judge {self.model} at {url} refused the request: HTTP {status} "
+                             f"{data[:200].decode('utf-8', 'replace')!r} (401/403: set {KEY_ENV[0]}; 404: check "
+                             "the base URL ends in /v1 and the model name the server serves)")
                 raise JudgeError(self.down)
-            return self.answer(r)
+            return self.answer(data)
         self.down = (f"judge {self.model} at {url}: no answer after {self.retries + 1} tries ({why}); is the server "
                      "up? (see docs/judges.md)")
         raise JudgeError(self.down)
 
-    def answer(self, r) -> str | None:
+    def answer(self, body: bytes) -> str | None:
+        """The answer text of a chat completion body (at most ``MAX_REPLY`` bytes), None when it is not one."""
         try:
-            data = json.loads(r.content[:MAX_REPLY]) if len(r.content) <= MAX_REPLY else None
+            data = json.loads(body) if len(body) <= MAX_REPLY else None
             msg = data["choices"][0]["message"]["content"]
             if isinstance(msg, list):  # content parts
                 msg = "".join(p.get("text", "") for p in msg if isinstance(p, dict))
@@ -306,7 +313,8 @@ class CachedJudge(Judge):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.backend: Judge | None = None
         self.lock = threading.Lock()
-        self.stats = {"asked": 0, "cached": 0, "unparsed": 0, "unanswered": 0}
+        self.stats = {"asked": 0, "cached": 0, "unparsed": 0, "unanswered": 0, "cache_refused": 0}
+        self.served: set[str] = set()
         if self.spec["backend"] == "openai":
             self.revision = None
             self.concurrency = int(_env_number("WORLDGATE_JUDGE_CONCURRENCY", 4, 1, 64))
@@ -331,27 +339,61 @@ class CachedJudge(Judge):
         h = hashlib.sha256(json.dumps([self.id, self.revision, prompt, [frame_digest(f) for f in frames]]).encode())
         return h.hexdigest()
 
-    def path(self, key: str) -> Path | None:
-        return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
+    def folder(self, key: str, create: bool) -> int | None:
+        """A descriptor of the answer's folder ``<cache_dir>/<key[:2]>``, opened from ``cache_dir``'s grandparent
+        one real folder at a time (a link there is refused: :class:`CacheRefused`); None where it does not exist."""
+        if self.cache_dir is None:
+            return None
+        names = [self.cache_dir.parent.name, self.cache_dir.name, key[:2]]
+        fd = os.open(self.cache_dir.parent.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            for n in names:
+                nxt = open_dir(fd, n, create)
+                os.close(fd)
+                fd = nxt
+        except FileNotFoundError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def cached(self, key: str) -> dict | None:
-        p = self.path(key)
         try:
-            got = json.loads(p.read_text(encoding="utf-8")) if p is not None and p.is_file() else None
+            fd = self.folder(key, create=False)
+            if fd is None:
+                return None
+            try:
+                f = os.open(f"{key}.json", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            finally:
+                os.close(fd)
+            with os.fdopen(f, "rb") as fh:
+                got = json.loads(fh.read(2 * MAX_REPLY))
+        except CacheRefused:
+            self.refused()
+            return None
         except (OSError, ValueError):
             return None
         return got if isinstance(got, dict) and isinstance(got.get("answer"), str) else None
 
     def store(self, key: str, prompt: str, answer: str, served: list[str]) -> None:
-        p = self.path(key)
-        if p is None:
-            return
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"judge": self.id, "revision": self.revision, "served_model": served,
-                                   "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
-                                   "answer": answer}), encoding="utf-8")
-        os.replace(tmp, p)
+        data = json.dumps({"judge": self.id, "revision": self.revision, "served_model": served,
+                           "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "answer": answer}).encode()
+        try:
+            fd = self.folder(key, create=True)
+            if fd is None:
+                return
+            try:
+                write_file_at(fd, f"{key}.json", lambda f: f.write(data))
+            finally:
+                os.close(fd)
+        except CacheRefused:
+            self.refused()
+
+    def refused(self) -> None:
+        with self.lock:
+            self.stats["cache_refused"] += 1
 
     def ask(self, frames: list[np.ndarray], prompt: str) -> str | None:
         return self.ask_many([(frames, prompt)])[0]
@@ -403,13 +445,13 @@ class CachedJudge(Judge):
         s = hit.get("served_model")
         if isinstance(s, list):
             with self.lock:
-                self.served = getattr(self, "served", set()) | {str(x)[:200] for x in s[:8]}
+                self.served |= {str(x)[:200] for x in s[:8]}
 
     def provenance(self) -> dict:
         """Who judged (never a key): the spec's id, its backend, the revision or the model name the server reported,
         the host, and the counts (asked, cached, retries, unparsed) with the caveat an unreadable answer brings."""
         b = self.backend
-        served = sorted(set(getattr(b, "reported", ())) | getattr(self, "served", set()))
+        served = sorted(set(getattr(b, "reported", ())) | self.served)
         out = {"id": self.id, "backend": self.spec["backend"], "model": self.spec["model"],
                "revision": resolved_revision(self.id) if self.spec["backend"] == "transformers" else None,
                **({"host": self.spec["host"], "served_model": served} if self.spec["backend"] == "openai" else {}),
@@ -429,10 +471,6 @@ def open_judge(spec: str, cache_dir: Path | None = None, device: str | None = No
     j = CachedJudge(spec, cache_dir, device, offline)
     if check and j.spec["backend"] == "transformers":
         check_local(j.spec["model"])
-    if j.spec["backend"] == "openai":
-        try:
-            import requests  # noqa: F401  optional (the judge extra)
-        except ImportError:
-            raise JudgeMissingError("--judge openai:...: needs the requests package (pip install "
-                                    "'worldgate[judge]')") from None
+    if j.spec["backend"] == "openai" and importlib.util.find_spec("requests") is None:
+        raise JudgeMissingError("--judge openai:...: needs the requests package (pip install 'worldgate[judge]')")
     return j

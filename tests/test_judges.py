@@ -234,3 +234,14 @@ def test_specs_with_credentials_are_refused_and_the_key_is_never_recorded(tmp_pa
                  "host": "api.example.org:8443"}
     j = JG.open_judge("openai:m@http://127.0.0.1:9/v1", tmp_path)
     assert KEY not in json.dumps(j.provenance())
+
+
+def test_a_linked_cache_folder_is_never_written_through(server, tmp_path):
+    stub, spec = server
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "answers").symlink_to(elsewhere)
+    j = JG.open_judge(spec, tmp_path / "run" / "answers")
+    assert j.ask(_frames(seed=11), "linked?") == "Yes." and j.stats["cache_refused"] >= 1
+    assert not any(elsewhere.iterdir())
