@@ -30,7 +30,7 @@ from .csv_cells import write_csv
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .judges import open_judge
 from .metrics import benchmarks, metric_info, score_record
-from .results import write_results
+from .results import ResultsError, read_results, read_samples, write_results
 
 BACKENDS = ("classical", "learned")
 
@@ -247,11 +247,21 @@ def _pm(a: dict, digits: int) -> str:
     return f" ±{half:.{digits}f}"
 
 
-def format_table(results: list[dict]) -> str:
+def held(samples: list[dict]) -> set[str]:
+    """The benchmarks whose cases ``samples`` hold (``Benchmark.owns``; one that does not say holds every case)."""
+    return {b.name for b in benchmarks() if b.owns is None or any(b.owns(s) for s in samples)}
+
+
+def format_table(results: list[dict], samples: list[list[dict]] | None = None) -> str:
     """One column per run (the run's folder name), one row per metric: value ± half its 95 % interval (records
-    scored/records); each run's protocol status under the table."""
+    scored/records); each run's protocol status under the table. With ``samples`` (each run's sample lines), only
+    the metrics of the benchmarks whose cases some run holds (a WorldMark run shows no WorldMemBench rows)."""
     names = [Path(r["run"]).name for r in results]
     ids = [m for m in metric_info() if any(m in r["metrics"] for r in results)]
+    if samples is not None:
+        keep = held([s for ss in samples for s in ss])
+        mine = [m for m in ids if any(m in b.metrics for b in benchmarks() if b.name in keep)]
+        ids = mine or ids
     w0 = max(len(metric_info()[m]["name"]) for m in ids) + 2
     lines = ["metric".ljust(w0) + "".join(n[:26].rjust(28) for n in names)]
     for m in ids:
@@ -326,8 +336,11 @@ def _imported_only(run: Path) -> dict | None:
     record to score), or None."""
     if not run.is_dir() or candidate_records(run):
         return None
-    res = _read_json(run / "results.json")
-    return res if isinstance(res, dict) and res.get("imported") else None
+    try:
+        res = read_results(run).to_dict()  # the one reader: a malformed results.json is no imported run
+    except ResultsError:
+        return None
+    return res if res.get("imported") else None
 
 
 def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "classical", rescore: bool = False,
@@ -349,7 +362,7 @@ def run_evaluate(runs: list[str], metrics: str | None = None, backend: str = "cl
             continue
         results.append(evaluate_run(Path(run), wanted, backend, rescore, params=params, progress=progress,
                                     judge=judge, judge_device=judge_device))
-    print(format_table(results))
+    print(format_table(results, [[s.to_dict() for s in read_samples(Path(run))] for run in runs]))
     for r in results:
         for b in benchmarks():
             line = b.summary(r) if b.summary is not None else ""

@@ -13,7 +13,8 @@ import pytest
 from worldgate.evaluate.cache import DIGEST_KEY, content_digest
 from worldgate.evaluate.csv_cells import _csv_cell
 from worldgate.evaluate.report import write_report
-from worldgate.evaluate.report_html import MAX_TRACE_POINTS, _envelope
+from worldgate.evaluate.worldmark.signals import MAX_TRACE_POINTS
+from worldgate.evaluate.worldmark.signals import envelope as _envelope
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.evaluate.worldmark.flow_eval import FlowConfig, stable_window
 from worldgate.generate.runner import run_generate

@@ -24,6 +24,7 @@ from .master import COLS, master_rows, qa_record
 from .params import PARAMS
 from .protocol import cut_frames, master_config, protocol_record, rec_model, rec_stem, split_of
 from .reporting import WorldMarkSection, is_case, tables
+from .signals import case_signals
 
 B = "WorldMark"
 #: master-table column -> metric id
@@ -340,3 +341,4 @@ BENCHMARK = Benchmark(
 BENCHMARK.report = tables(METRICS, table_note)
 BENCHMARK.sections = {"worldmark": WorldMarkSection}
 BENCHMARK.owns = is_case
+BENCHMARK.signals = case_signals  # under each rollout of the HTML report: its flow signals and stable zones

@@ -18,7 +18,8 @@ import numpy as np
 from worldgate.evaluate import protocol as PR
 from worldgate.evaluate import uncertainty as U
 from worldgate.evaluate.metrics import metric_info
-from worldgate.evaluate.report import ReportError, load_run, read_results
+from worldgate.evaluate.report import ReportError, load_run
+from worldgate.evaluate.results import read_results, read_samples
 from worldgate.generate.provenance import differences
 
 per_case = U.per_case
@@ -31,8 +32,8 @@ def load(path) -> dict:
         samples_file = p.with_name("samples_" + p.name[len("results_"):-len(".json")] + ".jsonl")
         if not samples_file.is_file():
             raise ReportError(f"{p}: no {samples_file.name} beside it (its per-record scores): compare needs both")
-        results = json.loads(p.read_text(encoding="utf-8"))
-        samples = [json.loads(x) for x in samples_file.read_text(encoding="utf-8").splitlines() if x.strip()]
+        results = read_results(p).to_dict()  # checked as evaluate's own: a malformed file names its field
+        samples = [s.to_dict() for s in read_samples(samples_file)]
         return {"name": f"{p.parent.parent.name}@{p.stem[len('results_'):]}", "results": results, "samples": samples}
     r = load_run(p)
     return {"name": r["name"], "results": r["results"], "samples": r["samples"]}
