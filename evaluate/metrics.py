@@ -77,11 +77,13 @@ def benchmarks() -> list[Benchmark]:
 def metric_info() -> dict[str, dict]:
     """Every metric of every benchmark: id -> name, benchmark, range, higher_is_better, needs."""
     out: dict[str, dict] = {}
-    for b in benchmarks():
-        for mid, info in b.metrics.items():
-            if mid in out:
-                raise ValueError(f"metric id {mid!r} is declared by two benchmarks")
-            out[mid] = info
+    owner: dict[str, str] = {}
+    for n in BENCHMARKS.entries:
+        for mid, info in BENCHMARKS.get(n).metrics.items():
+            if mid in out:  # a plugin's benchmark reusing an id: both packages named
+                raise PluginError(f"metric id {mid!r} is declared by two benchmarks: {owner[mid]} and {n} (package "
+                                  f"{BENCHMARKS.origin(n)}): a plugin's metric ids must be its own")
+            out[mid], owner[mid] = info, f"{n} (package {BENCHMARKS.origin(n)})"
     return out
 
 

@@ -16,10 +16,18 @@ import pytest
 from worldgate.adapters import MODELS
 from worldgate.cli import main
 from worldgate.evaluate import metrics as M
+from worldgate.evaluate.runner import evaluate_run
+from worldgate.evaluate.score import Benchmark, Score, metric
+from worldgate.generate.runner import run_generate
 from worldgate.trajectories.registry import PluginError, Registry
 from worldgate.trajectories.suites import SUITES
 
 NAME = "toy-model"
+#: a plugin benchmark (entry point "test_plugins:TOY_BENCHMARK"): one metric, 1.0 where the record's flow was computed
+TOY_BENCHMARK = Benchmark(name="toy", title="Toy", metrics={"toy_flow": metric("Toy flow", "Toy", rng="0-1",
+                                                                               needs=("flow",))},
+                          params={}, extractors=("flow",),
+                          score=lambda feats, rec, backend, P: {"toy_flow": Score(float("flow" in feats))})
 #: the trivial runtime the test writes into the skeleton: a seeded texture sliding one pixel per frame
 ROLLOUT = """\
         rng = np.random.default_rng(seed)
@@ -180,3 +188,31 @@ def test_builtin_registries_read_their_groups():
     assert MODELS.group == "worldgate.adapters" and M.BENCHMARKS.group == "worldgate.benchmarks"
     assert SUITES.group == "worldgate.suites"
     assert {b: r.prefix for b, r in M.FEATURES.items()} == {"classical": "classical.", "learned": "learned."}
+
+
+def test_plugin_benchmark_is_scored_and_its_metric_ids_are_its_own(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    assert run_generate("engine", "worldmark-engine", run, limit=1, progress=False,
+                        overrides=["model.width=64", "model.height=64", "trajectory.seconds=1"]).exit_code == 0
+    site = tmp_path / "site"
+    fake_dist(site, "lab-bench", "worldgate.benchmarks", {"toy": "test_plugins:TOY_BENCHMARK"})
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        M.BENCHMARKS.refresh()
+        M.metric_info.cache_clear()
+        assert list(M.BENCHMARKS.entries) == ["worldmark", "worldmembench", "multiworldbench", "toy"]
+        assert M.BENCHMARKS.origin("toy") == "lab-bench" and M.metric_info()["toy_flow"]["benchmark"] == "Toy"
+        res = evaluate_run(run, progress=False)
+        assert res["metrics"]["toy_flow"]["mean"] == 1.0 and res["metrics"]["toy_flow"]["n"] == 1, (res["metrics"]["toy_flow"], res["errors"])
+        assert res["metrics"]["direction_accuracy_trans"]["mean"] == 100.0  # the built-ins score as before
+        fake_dist(site, "lab-copy", "worldgate.benchmarks", {"copy": "worldgate.evaluate.worldmark.benchmark:BENCHMARK"})
+        M.BENCHMARKS.refresh()
+        M.metric_info.cache_clear()
+        with pytest.raises(PluginError, match=r"metric id 'direction_accuracy_trans' is declared by two benchmarks: "
+                                              r"worldmark \(package worldgate\) and copy \(package lab-copy\)"):
+            M.metric_info()
+    finally:
+        monkeypatch.undo()
+        M.BENCHMARKS.refresh()
+        M.metric_info.cache_clear()
+    assert "toy" not in M.BENCHMARKS and "toy_flow" not in M.metric_info()
