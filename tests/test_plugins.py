@@ -1,7 +1,8 @@
 """Out-of-tree plugins (issue 28.1, docs/plugins.md): a skeleton written by ``worldgate new-adapter``, filled with a
 trivial runtime, installed into a temporary environment (pip --target with this venv's setuptools, offline), is
-listed by ``worldgate list models``, passes worldgate.testing through its own tests, and runs generate -> evaluate;
-entry points are read lazily; a colliding name is refused naming both distributions."""
+listed by ``worldgate list models``, passes worldgate.testing through its own tests, and runs generate -> evaluate,
+where a plugin benchmark installed beside it scores its record; entry points are read lazily; a colliding name is
+refused naming both distributions."""
 
 from __future__ import annotations
 
@@ -16,18 +17,19 @@ import pytest
 from worldgate.adapters import MODELS
 from worldgate.cli import main
 from worldgate.evaluate import metrics as M
-from worldgate.evaluate.runner import evaluate_run
-from worldgate.evaluate.score import Benchmark, Score, metric
-from worldgate.generate.runner import run_generate
 from worldgate.trajectories.registry import PluginError, Registry
 from worldgate.trajectories.suites import SUITES
 
 NAME = "toy-model"
-#: a plugin benchmark (entry point "test_plugins:TOY_BENCHMARK"): one metric, 1.0 where the record's flow was computed
-TOY_BENCHMARK = Benchmark(name="toy", title="Toy", metrics={"toy_flow": metric("Toy flow", "Toy", rng="0-1",
-                                                                               needs=("flow",))},
-                          params={}, extractors=("flow",),
+#: a plugin benchmark's module (entry point "toy_bench:TOY_BENCHMARK" of the distribution lab-bench, installed beside
+#: the plugin): one metric, 1.0 where the record's flow feature was computed
+TOY_BENCH = """\
+from worldgate.evaluate.score import Benchmark, Score, metric
+
+TOY_BENCHMARK = Benchmark(name="toy", title="Toy", params={}, extractors=("flow",),
+                          metrics={"toy_flow": metric("Toy flow", "Toy", rng="0-1", needs=("flow",))},
                           score=lambda feats, rec, backend, P: {"toy_flow": Score(float("flow" in feats))})
+"""
 #: the trivial runtime the test writes into the skeleton: a seeded texture sliding one pixel per frame
 ROLLOUT = """\
         rng = np.random.default_rng(seed)
@@ -62,6 +64,8 @@ def installed(tmp_path_factory):
                         "--no-index", "--no-cache-dir", "--target", str(site), str(pkg)],
                        capture_output=True, text=True, timeout=300, env=env_with(site))
     assert r.returncode == 0, r.stderr[-2000:]
+    (site / "toy_bench.py").write_text(TOY_BENCH)
+    fake_dist(site, "lab-bench", "worldgate.benchmarks", {"toy": "toy_bench:TOY_BENCHMARK"})
     return pkg, site
 
 
@@ -99,7 +103,9 @@ rc_gen = main(["generate", "--model", "toy-model", "--suite", "worldmark-engine"
                "--no-progress", "trajectory.seconds=1", "model.width=64", "model.height=64"])
 rc_eval = main(["evaluate", sys.argv[1], "--no-progress"])
 from worldgate.adapters import MODELS
-print("@@END", json.dumps({"lazy": lazy, "rc": [rc_list, rc_gen, rc_eval], "origin": MODELS.origin("toy-model")}))
+from worldgate.evaluate.metrics import BENCHMARKS
+print("@@END", json.dumps({"lazy": lazy, "rc": [rc_list, rc_gen, rc_eval], "origin": MODELS.origin("toy-model"),
+                          "benchmarks": [(n, BENCHMARKS.origin(n)) for n in BENCHMARKS.entries]}))
 """
 
 
@@ -116,7 +122,9 @@ def test_installed_plugin_is_listed_conforms_and_runs(installed, tmp_path):
     assert battery.returncode == 0 and "10 passed" in out, out[-3000:]  # the battery's 9 tests (rollout too) + 2 own
     assert "@@END" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
     end = json.loads(r.stdout.split("@@END", 1)[1])
-    assert end == {"lazy": 0, "rc": [0, 0, 0], "origin": "worldgate-toy-model"}, r.stderr[-3000:]
+    assert end == {"lazy": 0, "rc": [0, 0, 0], "origin": "worldgate-toy-model",
+                   "benchmarks": [["worldmark", "worldgate"], ["worldmembench", "worldgate"],
+                                  ["multiworldbench", "worldgate"], ["toy", "lab-bench"]]}, r.stderr[-3000:]
     listing = r.stdout.split("@@LIST", 1)[1].split("@@GEN", 1)[0]
     assert [ln.split()[0] for ln in listing.splitlines() if ln.startswith(NAME)] == [NAME]
     (case,) = [p for p in run.iterdir() if (p / "meta.json").is_file()]
@@ -125,7 +133,8 @@ def test_installed_plugin_is_listed_conforms_and_runs(installed, tmp_path):
     assert (meta["achieved"]["width"], meta["achieved"]["height"]) == (64, 64)
     (row,) = [json.loads(ln) for ln in (run / "samples.jsonl").read_text().splitlines()]
     assert row["adapter"] == NAME and "error" not in row, row.get("error")
-    assert any(isinstance(v, (int, float)) for v in row["scores"].values()), row["scores"]
+    assert row["scores"]["toy_flow"] == 1.0  # the plugin benchmark scored the plugin model's record
+    assert row["scores"]["direction_accuracy_trans"] is not None  # and the built-ins did
     assert (run / "results.json").is_file()
 
 
@@ -190,24 +199,13 @@ def test_builtin_registries_read_their_groups():
     assert {b: r.prefix for b, r in M.FEATURES.items()} == {"classical": "classical.", "learned": "learned."}
 
 
-def test_plugin_benchmark_is_scored_and_its_metric_ids_are_its_own(tmp_path, monkeypatch):
-    run = tmp_path / "run"
-    assert run_generate("engine", "worldmark-engine", run, limit=1, progress=False,
-                        overrides=["model.width=64", "model.height=64", "trajectory.seconds=1"]).exit_code == 0
-    site = tmp_path / "site"
-    fake_dist(site, "lab-bench", "worldgate.benchmarks", {"toy": "test_plugins:TOY_BENCHMARK"})
-    monkeypatch.syspath_prepend(str(site))
+def test_a_plugin_benchmark_reusing_a_metric_id_names_both_packages(tmp_path, monkeypatch):
+    fake_dist(tmp_path, "lab-copy", "worldgate.benchmarks", {"copy": "worldgate.evaluate.worldmark.benchmark:BENCHMARK"})
+    monkeypatch.syspath_prepend(str(tmp_path))
     try:
         M.BENCHMARKS.refresh()
         M.metric_info.cache_clear()
-        assert list(M.BENCHMARKS.entries) == ["worldmark", "worldmembench", "multiworldbench", "toy"]
-        assert M.BENCHMARKS.origin("toy") == "lab-bench" and M.metric_info()["toy_flow"]["benchmark"] == "Toy"
-        res = evaluate_run(run, progress=False)
-        assert res["metrics"]["toy_flow"]["mean"] == 1.0 and res["metrics"]["toy_flow"]["n"] == 1, (res["metrics"]["toy_flow"], res["errors"])
-        assert res["metrics"]["direction_accuracy_trans"]["mean"] == 100.0  # the built-ins score as before
-        fake_dist(site, "lab-copy", "worldgate.benchmarks", {"copy": "worldgate.evaluate.worldmark.benchmark:BENCHMARK"})
-        M.BENCHMARKS.refresh()
-        M.metric_info.cache_clear()
+        assert list(M.BENCHMARKS.entries)[-1] == "copy" and M.BENCHMARKS.origin("copy") == "lab-copy"
         with pytest.raises(PluginError, match=r"metric id 'direction_accuracy_trans' is declared by two benchmarks: "
                                               r"worldmark \(package worldgate\) and copy \(package lab-copy\)"):
             M.metric_info()
@@ -215,4 +213,4 @@ def test_plugin_benchmark_is_scored_and_its_metric_ids_are_its_own(tmp_path, mon
         monkeypatch.undo()
         M.BENCHMARKS.refresh()
         M.metric_info.cache_clear()
-    assert "toy" not in M.BENCHMARKS and "toy_flow" not in M.metric_info()
+    assert "copy" not in M.BENCHMARKS and "direction_accuracy_trans" in M.metric_info()
