@@ -25,7 +25,7 @@ from worldgate.generate.runner import check_out, parse_model_args, run_generate
 from worldgate.trajectories.core import TrajectoryError
 from worldgate.trajectories.suites import SuiteError
 
-from . import cluster, dist, doctor
+from . import cluster, dist, doctor, publish
 from . import setup as model_setup
 from .listing import add_parsers as add_listing_parsers  # noqa: E402
 from .scaffold import add_parser as add_new_adapter_parser
@@ -102,6 +102,7 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
                    help="a threshold or option of a benchmark's PARAMS (worldgate.evaluate.metrics.params()), e.g. "
                         "WorldMark's deviations wm_time_base_real_fps=1 or wm_flow_full_scale=1 (repeatable; "
                         "recorded in results.json and shown beside the table)")
+    publish.add_args(p)  # --push-to-hub REPO_ID, --with-videos, --log wandb|trackio (after a successful evaluate)
 
 
 def _params(specs: list[str]) -> dict | None:
@@ -129,6 +130,7 @@ def _out(a: argparse.Namespace) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     _out(a)
+    publish.check_args(a)
     if a.launcher and not a.rescore:  # features over a job array, then every record scored here from the cache
         params = _params(a.param)
         return cluster.launch_evaluate(
@@ -145,9 +147,9 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         if rank != 0:
             return 0
     params = _params(a.param)
-    return run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out,
-                        progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device, params=params,
-                        allow_mixed=a.allow_mixed)
+    return publish.after(a, a.runs, run_evaluate(
+        a.runs, metrics=a.metrics, backend=a.backend, rescore=a.rescore, out=a.out, progress=not a.no_progress,
+        judge=a.judge, judge_device=a.judge_device, params=params, allow_mixed=a.allow_mixed))
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
@@ -207,10 +209,11 @@ def cmd_compare_context(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     _out(a)
+    publish.check_args(a)
     written = write_report(a.runs, a.out, allow_mixed=a.allow_mixed)
     for what, name in written.items():
         print(f"{what:>18}: {Path(a.out) / name}")
-    return 0
+    return publish.after(a, a.runs, 0, report=a.out)  # the report, the runs' results (and videos)
 
 
 def cmd_export(a: argparse.Namespace) -> int:
@@ -314,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", required=True, help="report folder")
     rp.add_argument("--allow-mixed", action="store_true", help="report runs of different protocols or case sets "
                                                                "side by side (comparability.md says so)")
+    publish.add_args(rp)
     rp.set_defaults(fn=cmd_report)
     ex = sub.add_parser("export", help="write a run as a benchmark delivery (WorldMark layout + manifest.jsonl)")
     ex.add_argument("run")
