@@ -46,7 +46,29 @@ def pose_chain(P_feat: dict) -> dict:
     est, frames = estimated_trajectory({"poses": P_feat})
     gap = int(P_feat.get("gap", 2))
     valid = np.asarray(P_feat["valid"], bool)[::gap][: len(frames) - 1]
-    return {"est": est, "frames": np.asarray(frames), "valid": valid, "gap": gap}
+    return {"est": est, "frames": np.asarray(frames), "valid": valid, "gap": gap,
+            "trans_evidence": translation_evidence(P_feat, gap, len(frames) - 1) & valid}
+
+
+#: a chain step turning by less than this (degrees) is still: its image shows no motion, so zero translation too
+STILL_STEP_DEG = 0.05
+
+
+def translation_evidence(P_feat: dict, gap: int, n: int) -> np.ndarray:
+    """Per chain step, whether it measured translation: a step the estimator explained by rotation alone (its
+    translation exactly 0, the rotation-only model) while the image turned has no translation evidence (the parallax
+    was below what the tracks resolve: a strafe in front of a distant scene reads as a small yaw); a still step (no
+    rotation either) is evidence of no translation. The paper's known-map PnP has metric points and no such case;
+    fairness counts a translation response only on steps with evidence (V_{c,h}, §4.1)."""
+    if "t" not in P_feat or "R" not in P_feat:
+        return np.ones(n, bool)
+    t = np.asarray(P_feat["t"], float)[::gap][:n].reshape(-1, 3)
+    R = np.asarray(P_feat["R"], float)[::gap][:n].reshape(-1, 3, 3)
+    turned = np.degrees(rotation_angles(R)) > STILL_STEP_DEG
+    rot_only = np.linalg.norm(t, axis=1) == 0.0
+    out = np.ones(n, bool)
+    out[: len(t)] = ~(rot_only & turned)
+    return out
 
 
 def response(ch: dict, f0: int, f1: int, scale: float) -> dict | None:
@@ -65,7 +87,8 @@ def response(ch: dict, f0: int, f1: int, scale: float) -> dict | None:
     planar = p[:, [0, 2]]
     trans_path = float(np.linalg.norm(np.diff(planar, axis=0), axis=1).sum())
     n_valid = int(ch["valid"][sel[:-1]].sum()) if sel[-1] <= len(ch["valid"]) else 0
-    return {"R": R, "p": p, "path": {"rot": rot_path, "trans": trans_path}, "n_valid": n_valid}
+    n_trans = int(ch["trans_evidence"][sel[:-1]].sum()) if sel[-1] <= len(ch["trans_evidence"]) else 0
+    return {"R": R, "p": p, "path": {"rot": rot_path, "trans": trans_path}, "n_valid": n_valid, "n_trans": n_trans}
 
 
 def _dist(h: str, a: dict, b: dict) -> float:
@@ -217,7 +240,8 @@ def _isolation(c, resp, gate, noise, P):
 
 def _fairness(c, resp, gate, P):
     cmd = c["commanded"]
-    classes = {}
+    min_valid = int(P_(P, "mwb_min_valid_steps"))
+    classes, no_evidence = {}, []
     for name, pairs in c["pairs"].items():
         k = c["key"] if name == "k" else c["other"]
         H = cmd[k]
@@ -227,16 +251,23 @@ def _fairness(c, resp, gate, P):
         for ta, tb in pairs:
             a, b = resp[(ta, "A")], resp[(tb, "B")]
             for h in H:
+                if h == "trans" and min(a["n_trans"], b["n_trans"]) < min_valid:  # V_{c,h} = 0: no evidence
+                    no_evidence.append(f"{k}/trans: trials {ta} (A) and {tb} (B) have {a['n_trans']} and "
+                                       f"{b['n_trans']} steps with translation evidence (< {min_valid})")
+                    continue
                 la, lb = a["path"][h], b["path"][h]
                 if la <= gate["A"][h] and lb <= gate["B"][h]:
                     rho.append(0.0)  # equal non-response scores 0
                     continue
                 C = min(1.0, (_dist(h, a, b) + abs(la - lb)) / max(0.5 * (la + lb), _floor(h, P)))
                 rho.append(1.0 - C)
-        classes[k] = min(rho)
+        if rho:
+            classes[k] = min(rho)
     if not classes:
-        return _na("not evaluable: no action class of the case commands a channel", POSE_PATH)
-    return _score(100.0 * float(np.mean(list(classes.values()))), POSE_PATH, classes=classes)
+        why = "; ".join(no_evidence) if no_evidence else "no action class of the case commands a channel"
+        return _na(f"not evaluable: {why}", POSE_PATH)
+    return _score(100.0 * float(np.mean(list(classes.values()))), POSE_PATH, classes=classes,
+                  no_evidence=no_evidence or None)
 
 
 def _avatar_pixels(tv, feats, observer, actor, f, P):
