@@ -112,6 +112,35 @@ def _load(kind: str, hf_id: str, loader):
         ) from None
 
 
+#: a batched call's device memory per item (inference activations of the full model at its input size, rounded up:
+#: RAFT-large's all-pairs correlation pyramid at 640 x 432 is ~0.1 GiB a pair, Depth Anything V2 at 518 px, DINOv2-
+#: base and CLIP ViT-L/14 at 224 px are tens of MiB a frame) and the batch on a CPU (a fixed, modest one)
+BATCH_ITEM_BYTES = {"flow": 512 << 20, "depth": 256 << 20, "memory_depth": 256 << 20, "appearance": 64 << 20,
+                    "quality": 96 << 20}
+CPU_BATCH = {"flow": 8, "depth": 8, "memory_depth": 8, "appearance": 16, "quality": 16}
+MAX_BATCH = 64
+BATCH_MEMORY_SHARE = 0.5  # of the device's free memory when the pass starts (the models and other extractors: the rest)
+
+
+def batch_for(feature: str, device: str | None, given: int | None = None, free_bytes: int | None = None) -> int:
+    """The batch size of ``feature``'s model calls: ``given`` where the caller chose one; on a CUDA device as many
+    items as fit in ``BATCH_MEMORY_SHARE`` of its free memory (``torch.cuda.mem_get_info``, or ``free_bytes``), at most
+    ``MAX_BATCH``; elsewhere ``CPU_BATCH``. Batching never changes a result (each item is independent of the others
+    in its batch: tests/test_learned_batching.py)."""
+    if given is not None:
+        return max(1, int(given))
+    cpu = CPU_BATCH.get(feature, 8)
+    if not str(device or "cpu").startswith("cuda"):
+        return cpu
+    if free_bytes is None:
+        torch = _torch()
+        if not torch.cuda.is_available():
+            return cpu
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    n = int(free_bytes * BATCH_MEMORY_SHARE) // BATCH_ITEM_BYTES.get(feature, 256 << 20)
+    return max(1, min(MAX_BATCH, n))
+
+
 def _to_tensor(frame: np.ndarray, size: tuple[int, int], mean, std, device="cpu"):
     """uint8 HxWx3 -> normalised 1x3xhxw float tensor at ``size`` = (w, h)."""
     torch = _torch()
@@ -132,8 +161,9 @@ class LearnedFlow(Extractor):
     max_side = 640
     MIN_SIDE = 128
 
-    def __init__(self, model=None, iters: int = 12, device: str = "cpu", batch_size: int = 8):
-        self.model, self.iters, self.device, self.batch_size = model, iters, device, max(1, int(batch_size))
+    def __init__(self, model=None, iters: int = 12, device: str = "cpu", batch_size: int | None = None):
+        self.model, self.iters, self.device, self.given_batch = model, iters, device, batch_size
+        self.batch_size = batch_for(self.name, device, batch_size, free_bytes=0)  # resolved again at start
 
     def _model(self):
         if self.model is None:
@@ -147,6 +177,7 @@ class LearnedFlow(Extractor):
 
     def start(self, rec):
         super().start(rec)
+        self.batch_size = batch_for(self.name, self.device, self.given_batch)
         self.prev, self.pairs = [], []
         self.signals = FlowSignals()
 
@@ -187,9 +218,10 @@ class LearnedDepth(Extractor):
     max_side = 518
     GRID = 8
 
-    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu", batch_size: int = 8):
-        self.model, self.hf_id, self.size, self.device = model, hf_id, size, device
-        self.batch_size = max(1, int(batch_size))
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu",
+                 batch_size: int | None = None):
+        self.model, self.hf_id, self.size, self.device, self.given_batch = model, hf_id, size, device, batch_size
+        self.batch_size = batch_for(self.name, device, batch_size, free_bytes=0)  # resolved again at start
 
     def _model(self):
         if self.model is None:
@@ -206,6 +238,7 @@ class LearnedDepth(Extractor):
 
     def start(self, rec):
         super().start(rec)
+        self.batch_size = batch_for(self.name, self.device, self.given_batch)
         self.step = max(1, int(round(rec.fps)))
         self.frames, self.grids, self.todo = [], [], []
 
@@ -282,11 +315,12 @@ class LearnedAppearance(Extractor):
     backend = "learned"
     max_side = None
 
-    def __init__(self, model=None, hf_id: str = DINOV2_ID, processor=None, device: str = "cpu", batch_size: int = 16,
-                 transnet=None, size: int | None = None):
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, processor=None, device: str = "cpu",
+                 batch_size: int | None = None, transnet=None, size: int | None = None):
         # size: kept for callers of version 1 (224 squash); the processor's crop decides the input size now
         self.model, self.hf_id, self.processor, self.device = model, hf_id, processor, device
-        self.batch_size, self.transnet = max(1, int(batch_size)), transnet
+        self.given_batch, self.transnet = batch_size, transnet
+        self.batch_size = batch_for(self.name, device, batch_size, free_bytes=0)  # resolved again at start
 
     def _model(self):
         if self.model is None:
@@ -312,6 +346,7 @@ class LearnedAppearance(Extractor):
 
     def start(self, rec):
         super().start(rec)
+        self.batch_size = batch_for(self.name, self.device, self.given_batch)
         self.emb, self.todo, self.small, self.cuts = [], [], [], HardCutSignal()
         self._transnet()
 
@@ -353,9 +388,10 @@ class LearnedQuality(Extractor):
     STRIDE = 4
 
     def __init__(self, clip=None, head=None, hf_id: str = CLIP_ID, head_path: str | None = None, imaging=None,
-                 device: str = "cpu", processor=None, head_id: str = AESTHETIC_HEAD_ID, batch_size: int = 16):
+                 device: str = "cpu", processor=None, head_id: str = AESTHETIC_HEAD_ID, batch_size: int | None = None):
         self.clip, self.head, self.hf_id, self.head_path, self.imaging, self.device = clip, head, hf_id, head_path, imaging, device
-        self.processor, self.head_id, self.batch_size = processor, head_id, max(1, int(batch_size))
+        self.processor, self.head_id, self.given_batch = processor, head_id, batch_size
+        self.batch_size = batch_for(self.name, device, batch_size, free_bytes=0)  # resolved again at start
 
     def _head(self):
         if self.head_path:
@@ -391,6 +427,7 @@ class LearnedQuality(Extractor):
 
     def start(self, rec):
         super().start(rec)
+        self.batch_size = batch_for(self.name, self.device, self.given_batch)
         self.rows = {"frame": [], "aesthetic": [], "imaging": []}
         self.todo = []
 
@@ -514,11 +551,13 @@ class LearnedMemoryDepth(Extractor):
     GRID = 32
     STRIDE = 4
 
-    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu", batch_size: int = 8):
+    def __init__(self, model=None, hf_id: str = DEPTH_ID, size: int = 518, device: str = "cpu",
+                 batch_size: int | None = None):
         self.depth = LearnedDepth(model=model, hf_id=hf_id, size=size, device=device, batch_size=batch_size)
 
     def start(self, rec):
         super().start(rec)
+        self.depth.batch_size = batch_for(self.name, self.depth.device, self.depth.given_batch)
         self.keep = memory_depth_frames(rec, self.STRIDE)
         self.frames, self.maps, self.K, self.todo = [], [], None, []
 

@@ -32,8 +32,11 @@ the features' config (``api_import``); with the full set installed the real modu
   ``trans_flow`` holds DA3's own step length: the chain reproduces DA3's poses relative to the first frame. DA3's
   camera-to-world poses themselves are kept too (``c2w``, ``intrinsics``, ``frame``), and ``estimator`` names it.
 - ``memory_depth`` (:class:`DA3MemoryDepth`): Environment Depth Spearman and the Spherical Reconstruction Score from
-  DA3's depth of frame 0 and the revisit frames (one call), in LearnedMemoryDepth's format. The paper names no depth
-  model for them; DA3 (its pose estimator) rather than a second depth model is worldgate's choice.
+  DA3's depth of frame 0 and the revisit frames, in LearnedMemoryDepth's format. The paper names no depth model for
+  them; DA3 (its pose estimator) rather than a second depth model is worldgate's choice. On an Environment record
+  (a camera-pose family) the depth is read from the same every-frame call that gives the camera poses: DA3 runs once
+  for both (:func:`shared_views`; the frames are resized and kept once), its views spanning the whole rollout; on
+  other records DA3 sees frame 0 and the revisit frames in one call.
 """
 
 from __future__ import annotations
@@ -306,6 +309,61 @@ def inverse_depth_grid(depth: np.ndarray, grid: int = GRID) -> np.ndarray:
     return iv.reshape(*iv.shape[:-2], grid, hh // grid, grid, ww // grid).mean(axis=(-3, -1)).astype(np.float32)
 
 
+class _SharedViews:
+    """The frames one DA3 call takes, shared by the extractors of one pass that need the same call (camera poses and
+    revisit depth of an Environment record): each frame is resized once, kept once, and the model runs once; the
+    first extractor to finish runs it, the others read its prediction."""
+
+    def __init__(self):
+        self.frames: dict[int, np.ndarray] = {}
+        self.lock = threading.Lock()
+        self.users = 0
+        self.result: dict | None = None
+        self.order: list[int] = []
+
+    def put(self, i: int, frame: np.ndarray, resize) -> None:
+        if i not in self.frames:  # two threads may both resize frame i: the frames are equal, one is kept
+            f = resize(frame)
+            with self.lock:
+                self.frames.setdefault(i, f)
+
+    def predict(self, model, process_res: int, method: str) -> tuple[list[int], dict]:
+        with self.lock:
+            if self.result is None:
+                self.order = sorted(self.frames)
+                self.result = predict(model, [self.frames[i] for i in self.order], process_res, method) \
+                    if self.order else {}
+                self.frames = {}
+            return self.order, self.result
+
+
+_SHARED_LOCK = threading.Lock()
+_SHARED: "dict[tuple, tuple[object, _SharedViews]]" = {}  # (id(record), call key) -> (the record, its views)
+_SHARED_MAX = 8  # passes whose extractor failed before finish() leave an entry: the oldest go
+
+
+def shared_views(rec, key: tuple) -> _SharedViews:
+    """The views of the DA3 call ``key`` (model, process size and method) on ``rec`` in this pass (the extractors of
+    one ``compute_features`` call are started on the same record object); call :func:`release_views` when done."""
+    with _SHARED_LOCK:
+        k = (id(rec), key)
+        hit = _SHARED.get(k)
+        if hit is None or hit[0] is not rec:
+            while len(_SHARED) >= _SHARED_MAX:
+                _SHARED.pop(next(iter(_SHARED)))
+            hit = _SHARED[k] = (rec, _SharedViews())
+        hit[1].users += 1
+        return hit[1]
+
+
+def release_views(rec, key: tuple, views: _SharedViews) -> None:
+    with _SHARED_LOCK:
+        views.users -= 1
+        k = (id(rec), key)
+        if views.users <= 0 and k in _SHARED and _SHARED[k][1] is views:
+            del _SHARED[k]
+
+
 class _DA3Extractor(Extractor):
     backend = "learned"
     max_side = None  # native frames: fe:_read resizes them itself; the API resizes for camera poses
@@ -324,6 +382,10 @@ class _DA3Extractor(Extractor):
 
     def label(self) -> str:
         return "a given model" if self.given else model_id(self.hf_id)
+
+    def call_key(self) -> tuple:
+        """What makes two extractors' DA3 calls on every frame the same call: the model and how frames are processed."""
+        return (id(self.model) if self.given else model_id(self.hf_id), self.device, self.process_res, self.method)
 
     def _resize(self, frame):
         """The API's own boundary resize (InputProcessor._resize_image), done on arrival so only processed-size
@@ -402,23 +464,25 @@ class DA3CameraPoses(_DA3Extractor):
         self.active = tags.get("family") in AdjacentPoseExtractor.FAMILIES
         n = int(rec.n_frames or 0)
         self.gap = max(1, math.ceil(n / self.max_views)) if self.max_views and n > self.max_views else 1
-        self.frames: dict[int, np.ndarray] = {}
+        # every frame: the call DA3MemoryDepth makes on the same record (one call in a pass that has both)
+        self.views = shared_views(rec, self.call_key()) if self.active and self.gap == 1 else _SharedViews()
 
     def needs_frame(self, i):
         return self.active and i % self.gap == 0
 
     def update(self, i, frame):
         if frame is not None and self.needs_frame(i):
-            self.frames[i] = self._resize(frame)
+            self.views.put(i, frame, self._resize)
 
     def finish(self):
         if not self.active:
             return {"inactive": np.asarray(True)}
-        order = sorted(self.frames)
-        if len(order) < 2:
-            raise FeatureError(f"DA3 camera poses need at least 2 frames, the video gave {len(order)}")
-        P = predict(self._model(), [self.frames[i] for i in order], self.process_res, self.method)
-        self.frames = {}
+        try:
+            if len(self.views.frames) < 2 and self.views.result is None:
+                raise FeatureError(f"DA3 camera poses need at least 2 frames, the video gave {len(self.views.frames)}")
+            order, P = self.views.predict(self._model(), self.process_res, self.method)
+        finally:
+            release_views(self.rec, self.call_key(), self.views)
         if "w2c" not in P or len(P["w2c"]) != len(order):
             raise FeatureError(f"DA3 returned no camera poses for {len(order)} frames")
         c2w = c2w_from_w2c(P["w2c"])
@@ -441,43 +505,56 @@ class DA3MemoryDepth(_DA3Extractor):
     model for these two metrics; one estimator for all of them is worldgate's choice."""
 
     name = "memory_depth"
-    version = "da3-1"
+    version = "da3-2"  # da3-2: on the camera-pose families, the depth of DA3's every-frame call (da3-1: picks only)
     GRID = 32
     STRIDE = 4
 
     def start(self, rec):
         super().start(rec)
+        from .worldmembench.camera import AdjacentPoseExtractor
         from .worldmembench.static import memory_depth_frames
 
         self.keep = memory_depth_frames(rec, self.STRIDE)
-        self.frames: dict[int, np.ndarray] = {}
         self.K = None
+        tags = ((rec.meta or {}).get("case") or {}).get("tags") or {}
+        # an Environment record's camera poses come from DA3 on every frame (DA3CameraPoses): its depth at the picks
+        # is taken from that same call (one DA3 run for both quantities, the views of the whole rollout, one depth
+        # scale); elsewhere DA3 sees frame 0 and the revisit frames only
+        self.every = bool(self.keep) and tags.get("family") in AdjacentPoseExtractor.FAMILIES
+        self.views = shared_views(rec, self.call_key()) if self.every else _SharedViews()
 
     def needs_frame(self, i):
-        return i in self.keep
+        return self.every or i in self.keep
 
     def update(self, i, frame):
-        if frame is None or i not in self.keep:
+        if frame is None or not self.needs_frame(i):
             return
         if self.K is None:
             from .classical_geometry import grid_K
 
             h, w = frame.shape[:2]
             self.K = grid_K(self.rec, w, h, self.GRID)
-        self.frames[i] = self._resize(frame)
+        self.views.put(i, frame, self._resize)
 
     def finish(self):
         G = self.GRID
-        order = sorted(self.frames)
         empty = {"frame": np.zeros(0, np.int32), "depth": np.zeros((0, G, G), np.float32),
                  "K": self.K if self.K is not None else np.eye(3), "model": np.asarray(self.label())}
+        try:
+            if not self.views.frames and self.views.result is None:
+                return empty
+            called, P = self.views.predict(self._model(), self.process_res, self.method)
+        finally:
+            release_views(self.rec, self.call_key(), self.views)
+        if not called:
+            return empty
+        if len(P["depth"]) != len(called):
+            raise FeatureError(f"DA3 returned {len(P['depth'])} depth maps for {len(called)} frames")
+        at = {i: k for k, i in enumerate(called)}
+        order = [i for i in sorted(self.keep) if i in at]
         if not order:
             return empty
-        P = predict(self._model(), [self.frames[i] for i in order], self.process_res, self.method)
-        self.frames = {}
-        if len(P["depth"]) != len(order):
-            raise FeatureError(f"DA3 returned {len(P['depth'])} depth maps for {len(order)} frames")
-        inv = 1.0 / np.clip(np.asarray(P["depth"], np.float64), INVZ_MIN_DEPTH, None)
+        inv = 1.0 / np.clip(np.asarray(P["depth"][[at[i] for i in order]], np.float64), INVZ_MIN_DEPTH, None)
         maps = np.stack([cv2.resize(d, (G, G), interpolation=cv2.INTER_AREA) for d in inv]).astype(np.float32)
         return {**empty, "frame": np.asarray(order, np.int32), "depth": maps,
                 "image_hw": np.asarray(P["depth"].shape[1:], np.int32)}

@@ -316,15 +316,17 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
             return api.inference(imgs, **k)
 
     ex = D.DA3MemoryDepth(model=Counting(), process_res=56)
-    assert ex.key() == "memory_depth@da3-1-learned"
+    assert ex.key() == "memory_depth@da3-2-learned"
     F = compute_features(rec, [ex], FeatureCache(tmp_path / ".features"))[0]["memory_depth"]
     picks = sorted(memory_depth_frames(rec, 4))
-    assert picks[0] == 0 and len(picks) > 3 and list(F["frame"]) == picks and calls == [len(picks)]
+    # an Environment record: the depth at the picks of DA3's every-frame call (the one its camera poses come from)
+    assert picks[0] == 0 and len(picks) > 3 and list(F["frame"]) == picks and calls == [rec.n_frames]
     assert F["depth"].shape == (len(picks), 32, 32) and np.isfinite(F["depth"]).all() and (F["depth"] > 0).all()
     w, h = 64, 48
     assert np.allclose(F["K"], np.diag([32 / w, 32 / h, 1.0]) @ analysis_K(rec, w, h))
-    frames = [f for i, f in enumerate(read_frames(rec.video)) if i in set(picks)]
-    inv = 1.0 / np.clip(D.predict(api, [ex._resize(f) for f in frames], 56)["depth"].astype(np.float64), 1e-3, None)
+    frames = list(read_frames(rec.video))
+    depth = D.predict(api, [ex._resize(f) for f in frames], 56)["depth"][picks]
+    inv = 1.0 / np.clip(depth.astype(np.float64), 1e-3, None)
     want = np.stack([cv2.resize(d, (32, 32), interpolation=cv2.INTER_AREA) for d in inv])
     assert np.allclose(F["depth"], want, rtol=1e-5)
     revs = [{"phase": "R1", "frame": picks[-1], "return_err_deg": 0.0, "departure_deg": 60.0, "by": "test"}]
