@@ -21,14 +21,36 @@ from worldgate.trajectories.registry import PluginError, Registry
 from worldgate.trajectories.suites import SUITES
 
 NAME = "toy-model"
-#: a plugin benchmark's module (entry point "toy_bench:TOY_BENCHMARK" of the distribution lab-bench, installed beside
-#: the plugin): one metric, 1.0 where the record's flow feature was computed
+#: a plugin benchmark and feature (module toy_bench, installed beside the plugin as the distribution lab-bench):
+#: classical.toy_mean, each frame's mean, and a benchmark reading it and the built-in flow
 TOY_BENCH = """\
+import numpy as np
+
+from worldgate.evaluate.features import Extractor
 from worldgate.evaluate.score import Benchmark, Score, metric
 
-TOY_BENCHMARK = Benchmark(name="toy", title="Toy", params={}, extractors=("flow",),
-                          metrics={"toy_flow": metric("Toy flow", "Toy", rng="0-1", needs=("flow",))},
-                          score=lambda feats, rec, backend, P: {"toy_flow": Score(float("flow" in feats))})
+
+class ToyMean(Extractor):
+    name, version, backend, max_side = "toy_mean", "1", "classical", 32
+
+    def start(self, rec):
+        super().start(rec)
+        self.means = []
+
+    def update(self, i, frame):
+        self.means.append(float(frame.mean()))
+
+    def finish(self):
+        return {"mean": np.asarray(self.means)}
+
+
+def score(feats, rec, backend, P):
+    return {"toy_flow": Score(float("flow" in feats)), "toy_frames": Score(float(len(feats["toy_mean"]["mean"])))}
+
+
+TOY_BENCHMARK = Benchmark(name="toy", title="Toy", params={}, extractors=("flow", "toy_mean"), score=score,
+                          metrics={"toy_flow": metric("Toy flow", "Toy", rng="0-1", needs=("flow",)),
+                                   "toy_frames": metric("Toy frames", "Toy", rng=">=0", needs=("toy_mean",))})
 """
 #: the trivial runtime the test writes into the skeleton: a seeded texture sliding one pixel per frame
 ROLLOUT = """\
@@ -65,7 +87,8 @@ def installed(tmp_path_factory):
                        capture_output=True, text=True, timeout=300, env=env_with(site))
     assert r.returncode == 0, r.stderr[-2000:]
     (site / "toy_bench.py").write_text(TOY_BENCH)
-    fake_dist(site, "lab-bench", "worldgate.benchmarks", {"toy": "toy_bench:TOY_BENCHMARK"})
+    fake_dist(site, "lab-bench", "worldgate.benchmarks", {"toy": "toy_bench:TOY_BENCHMARK"},
+              features={"classical.toy_mean": "toy_bench:ToyMean"})
     return pkg, site
 
 
@@ -133,18 +156,24 @@ def test_installed_plugin_is_listed_conforms_and_runs(installed, tmp_path):
     assert (meta["achieved"]["width"], meta["achieved"]["height"]) == (64, 64)
     (row,) = [json.loads(ln) for ln in (run / "samples.jsonl").read_text().splitlines()]
     assert row["adapter"] == NAME and "error" not in row, row.get("error")
-    assert row["scores"]["toy_flow"] == 1.0  # the plugin benchmark scored the plugin model's record
+    # the plugin benchmark scored the plugin model's record, from a built-in feature and its plugin feature
+    assert row["scores"]["toy_flow"] == 1.0 and row["scores"]["toy_frames"] == meta["achieved"]["frames"] > 0
+    assert row["features"]["toy_mean"] == "toy_mean@1-classical"
     assert row["scores"]["direction_accuracy_trans"] is not None  # and the built-ins did
     assert (run / "results.json").is_file()
 
 
 # ------------------------------------------------------------------------------------- registry over entry points
-def fake_dist(site: Path, dist: str, group: str, entries: dict[str, str]) -> None:
-    """An installed distribution as importlib.metadata reads it: METADATA and entry_points.txt."""
+def fake_dist(site: Path, dist: str, group: str, entries: dict[str, str], features: dict | None = None) -> None:
+    """An installed distribution as importlib.metadata reads it: METADATA and entry_points.txt (``features``: also
+    entries of worldgate.features)."""
     info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    text = f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
+    if features:
+        text += "[worldgate.features]\n" + "".join(f"{k} = {v}\n" for k, v in features.items())
+    (info / "entry_points.txt").write_text(text)
 
 
 def test_collision_with_a_builtin_names_both_packages(tmp_path, monkeypatch):
