@@ -99,7 +99,9 @@ def test_working_size_follows_the_image_aspect(name, size, working):
              intrinsics=[fx, fx, w0 / 2, h0 / 2], image_size=size)
     p = get_adapter(name).plan(c)
     assert (p.width, p.height) == working and p.extra["working_size"] == list(working)
-    assert p.intrinsics["working_size"] == list(working) and p.intrinsics["native_size"] == [832, 480]
+    assert p.intrinsics["working_size"] == p.intrinsics["native_size"] == list(working)
+    assert p.intrinsics["native"] == p.intrinsics["working"]  # pixels of the plan's size; intrinsics.npy's beside
+    assert p.intrinsics["native_model_units"] == "pixels of 832x480 (what intrinsics.npy holds)"
     K = p.files["action/intrinsics.npy"][0]  # the file stays in 480x832 units (what the model reads)
     np.testing.assert_allclose(K, [fx * 832 / w0, fx * 480 / h0, 416, 240], rtol=1e-6)
     ww, wh = working
