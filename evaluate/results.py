@@ -25,51 +25,30 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
-                      ValidationError)
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from worldgate.generate.record_files import RecordError, read_regular_text
 
 from .metrics import benchmarks, metric_info
+from .result_types import MAX_INT, Count, Number, Open, Seconds, Share
 
 #: the version of the format this worldgate writes (results.json's ``schema_version``); files without one are
 #: version 0 (written before the field existed, same shape) and still read
 SCHEMA_VERSION = 1
 #: the most bytes read of a run's results.json or samples.jsonl
 MAX_RESULTS_BYTES = 1 << 30
-#: the largest integer a count, a size or a number in these files may hold
-MAX_INT = 2 ** 53
 #: how many violations one error lists (the rest are counted)
 MAX_LINES = 20
-#: the top-level fields of every results.json (a benchmark's section is none of these)
+#: what every error says to do
 _RERUN = "rewrite it with `worldgate evaluate {run}`"
 
 
 class ResultsError(ValueError):
     """A results.json or samples.jsonl that is not evaluate's: one line per violation, each naming the file and
     the field."""
-
-
-def _finite(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError(f"{v} is not a finite number")
-    if isinstance(v, int) and abs(v) > MAX_INT:
-        raise ValueError(f"the integer {v:.3g} is out of range (more than 2^53)")
-    return v
-
-
-Number = Annotated[StrictInt | StrictFloat, AfterValidator(_finite)]
-Count = Annotated[StrictInt, Field(ge=0), AfterValidator(_finite)]
-Share = Annotated[StrictInt | StrictFloat, Field(ge=0, le=1)]
-Seconds = Annotated[StrictInt | StrictFloat, Field(ge=0), AfterValidator(_finite)]
-
-
-class Open(BaseModel):
-    """An object whose listed fields are checked and whose other keys are kept as written."""
-    model_config = ConfigDict(extra="allow")
 
 
 class Interval(Open):
@@ -203,7 +182,8 @@ _KINDS = {"dict_type": "an object", "list_type": "a list", "string_type": "a str
 
 
 def _lines(e: ValidationError, where: str, prefix: tuple = ()) -> list[str]:
-    out = []
+    out: list[str] = []
+    typed: dict[str, int] = {}
     for err in e.errors():
         loc = [x for x in err["loc"] if not (isinstance(x, str) and (x.startswith(("function-after", "constrained"))
                                                                       or x in ("int", "float", "str")))]
@@ -223,6 +203,13 @@ def _lines(e: ValidationError, where: str, prefix: tuple = ()) -> list[str]:
             msg = f"is {_short(got)}, {'below' if 'ge' in err['ctx'] else 'above'} its range's {bound}"
         else:
             msg = f"{err['msg'].removeprefix('Value error, ')} (got {_short(got)})"
+        if kind and field in typed:  # a union's alternatives each report: one line says what the field must be
+            i = typed[field]
+            if err["type"] == "float_type":
+                out[i] = f"{where}: {field} is a JSON {_kind(got)}, not a number" if field else out[i]
+            continue
+        if kind:
+            typed[field] = len(out)
         out.append(f"{where}: {field} {msg}" if field else f"{where}: {msg}")
     return list(dict.fromkeys(out))
 
@@ -248,6 +235,8 @@ def _number_lines(data, where: str) -> list[str]:
 
 
 def _short(v) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     s = json.dumps(v) if isinstance(v, (str, int, float, bool, type(None))) and not (
         isinstance(v, float) and not math.isfinite(v)) else (str(v) if isinstance(v, float) else f"a JSON {_kind(v)}")
     return s if len(s) <= 40 else s[:37] + "..."
@@ -408,20 +397,22 @@ def _parse(text: str, where: str, hint: str):
 
 
 def _paths(path: Path) -> tuple[Path, Path]:
+    """(run folder, results file) of a run folder, its results.json or one of its results/results_<UTC>.json."""
     path = Path(path)
-    run = path if path.is_dir() or path.name != "results.json" else path.parent
-    return run, run / "results.json"
+    if path.is_dir() or path.suffix != ".json":
+        return path, path / "results.json"
+    return (path.parent.parent if path.parent.name == "results" else path.parent), path
 
 
 def read_results(path: str | Path) -> Results:
     """A run's results.json (``path``: the run folder or the file), read as regular UTF-8 JSON of at most
     MAX_RESULTS_BYTES and checked (:func:`results_model`); :class:`ResultsError` naming the file and each field that
-    is wrong, FileNotFoundError's subclass-free message when there is none."""
+    is wrong (one violation a line), and when there is none."""
     run, p = _paths(path)
     hint = _RERUN.format(run=run)
     text = _text(p, hint)
     if text is None:
-        raise ResultsError(f"{run} has no results.json: score it first with `worldgate evaluate {run}`")
+        raise ResultsError(f"{run} has no {p.name}: score it first with `worldgate evaluate {run}`")
     return results_model(_parse(text, str(p), hint), str(p), f"not evaluate's results.json; {hint}")
 
 
@@ -431,6 +422,7 @@ def read_samples(path: str | Path) -> list[Sample]:
     path = Path(path)
     run = path if path.is_dir() else path.parent
     p = run / "samples.jsonl" if path.is_dir() else path
+    run = run.parent if run.name == "results" and not path.is_dir() else run
     hint = _RERUN.format(run=run)
     text = _text(p, hint)
     out = []

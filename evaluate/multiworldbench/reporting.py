@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import StrictStr
 
-from ..results import Count, Number, Open
+from ..result_types import Count, Number, Open
 from ..score import Table, mean_of
 from .protocol import CAPABILITIES, KIND, TRACKS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import StrictStr
 
-from ..results import Number, Open
+from ..result_types import Number, Open
 from ..score import Table, mean_of
 
 

@@ -3,7 +3,7 @@ print of it, one per group of METRICS.md (static memory, dynamic memory, quality
 
 from __future__ import annotations
 
-from ..results import Open
+from ..result_types import Open
 from ..score import Table
 
 #: group -> its metric ids, in table order (ids no run produced are left out of a table)
