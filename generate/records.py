@@ -2,8 +2,11 @@
 
 A record is one folder per case, written to a temporary folder and renamed, so it exists whole or not at all. It has
 one view (most models) or several (two-player models: views ``A`` and ``B``, frame i of both at the same step); the
-views are the only difference, and every reader goes through this module (:func:`load_record`, :func:`is_complete`,
-:func:`candidate_records`). A record folder holds::
+views are the only difference. Every reader opens a record through :func:`.record.open_record` (files confined and
+regular, sha256 against meta.json, pose counts; :func:`load_record` is it as a dict), and finds records through
+:func:`is_complete` and :func:`candidate_records`; meta.json's typed, versioned model is :class:`.record.RecordMeta`,
+and the file names are spelled once in :mod:`.record_files`. The model's rollout loop is ``generate.runner``'s
+(``write_rollout``); this module writes the rest (:func:`write_record`). A record folder holds::
 
     video.mp4          the rollout (H.264); with two views video_a.mp4 and video_b.mp4
     poses.npy          commanded camera-to-world poses (F, 4, 4), OpenCV axes, at the produced video's frame times;
@@ -19,7 +22,8 @@ views are the only difference, and every reader goes through this module (:func:
 
 ``meta.json["kind"]`` is ``"rollout"`` for a rendered record and ``"plan"`` for a ``--dry-run`` one;
 ``meta.json["views"]`` names each view's video and poses (records of format 1 had none: one view; two-view ones said
-kind ``"rollout-2p"``, still read).
+kind ``"rollout-2p"``); ``meta.json["record_format"]`` is 3 (:data:`.record.RECORD_FORMAT`), older ones are migrated
+on reading (:func:`.record.migrate_meta`).
 """
 
 from __future__ import annotations
