@@ -110,6 +110,12 @@ def test_fetch_then_generate_needs_no_data(server, fixture_set, monkeypatch, tmp
     assert got == fixture_set and sorted(x.name for x in where.iterdir()) == ["DIGEST", "arena_inputs"]
     assert not [p for p in where.parent.iterdir() if p.name.startswith(".fetch-")]
     assert main(["fetch", "worldmark"]) == 0 and "already in the cache" in capsys.readouterr().out
+    assert main(["fetch", "worldmark", "--force", "--no-progress"]) == 0  # onto a verified copy: kept, no error
+    assert "downloaded and verified" in capsys.readouterr().out and data.cached("worldmark")
+    (where / "DIGEST").write_text("0" * 64)  # a stale entry (another digest): fetched again on use, replaced whole
+    (where / "arena_inputs" / "stray.txt").write_text("x")
+    assert data.ensure("worldmark", progress=False) == where / "arena_inputs"
+    assert not (where / "arena_inputs" / "stray.txt").exists() and data.cached("worldmark")
 
     serve.clear()  # nothing to download from now on, and downloads off: the cache alone serves the suite
     monkeypatch.setenv("WORLDGATE_OFFLINE", "1")

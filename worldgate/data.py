@@ -145,9 +145,12 @@ def fetch(name: str, url: str | None = None, progress: bool = True) -> Path:
                             f"{got[:16]}..., expected {d.digest[:16]}...): nothing was kept; fetch it again, or "
                             f"{d.manual()}")
         (staged / DIGEST_FILE).write_text(d.digest + "\n", encoding="utf-8")
-        if dest.exists():  # a copy that no longer verifies (or an older fetch): replaced whole
-            shutil.rmtree(dest)
-        os.replace(staged, dest)
+        try:
+            os.rename(staged, dest)
+        except OSError:  # there already: another process's fetch (several ranks at once), or a copy that is stale
+            if cached(name) is None:
+                shutil.rmtree(dest, ignore_errors=True)
+                os.rename(staged, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest / d.folder
