@@ -3,7 +3,9 @@
 
     .venv/bin/python benchmarks/engine_speed.py [--seconds 20] [--size 256]
 
-Goals (issue: foundation): >= 60 fps on one core (a 20 s, 16 fps case in under 6 s) and generate <= 3x encode-only.
+Goals: >= 150 fps on one core (issue 30; the foundation's was 60: a 20 s, 16 fps case in under 6 s) and generate <= 3x
+encode-only. The render rate is also given in CPU seconds of this process: on a shared machine the wall clock counts
+the other processes' turns, the CPU time only the Engine's.
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ def render_fps(size: int, seconds: float, threads: int) -> dict:
         for view in ("first", "third"):
             plan = eng.plan(engine_case(aid, seconds, view))
             eng.world_for(plan)  # world building is per case, not per frame
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             n = sum(len(c.frames) for c in eng.rollout(plan, with_gt=True))
-            dt = time.perf_counter() - t0
-            out[f"{label}, {view}"] = (n, dt)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            out[f"{label}, {view}"] = (n, dt, dc)
     return out
 
 
@@ -52,11 +54,13 @@ def main():
     a = ap.parse_args()
 
     print(f"== Engine render speed, {a.size}x{a.size}, one core (numba, 1 thread), colour + depth + ids ==")
-    fps_all = []
-    for label, (n, dt) in render_fps(a.size, a.seconds, threads=1).items():
+    fps_all, cpu_all = [], []
+    for label, (n, dt, dc) in render_fps(a.size, a.seconds, threads=1).items():
         fps_all.append(n / dt)
-        print(f"  {label:22s} {n:5d} frames  {dt:6.2f} s  {n / dt:7.1f} fps")
-    print(f"  min {min(fps_all):.1f} fps, mean {np.mean(fps_all):.1f} fps (goal >= 60); a {a.seconds:g} s case at "
+        cpu_all.append(n / dc)
+        print(f"  {label:22s} {n:5d} frames  {dt:6.2f} s  {n / dt:7.1f} fps  ({n / dc:7.1f} fps of CPU time)")
+    print(f"  CPU time: min {min(cpu_all):.1f} fps, mean {np.mean(cpu_all):.1f} fps (goal >= 150)")
+    print(f"  min {min(fps_all):.1f} fps, mean {np.mean(fps_all):.1f} fps (goal >= 150); a {a.seconds:g} s case at "
           f"16 fps takes {a.seconds * 16 / min(fps_all):.2f} s at the slowest (goal < 6 s)")
 
     print("== generate wall time vs encode-only (same frames, same encoder settings) ==")

@@ -26,6 +26,7 @@ from worldgate.trajectories.core import Trajectory
 from worldgate.trajectories.registry import did_you_mean
 
 from ..base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
+from .avatar import draw_avatar
 
 # bounds of the Engine's model args (see the module docstring)
 ENGINE_MIN_SIDE, ENGINE_MAX_SIDE = 16, 4096  # width, height: even pixels (video encoders need even sides)
@@ -225,7 +226,7 @@ class EngineAdapter(Adapter):
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
                tint: np.ndarray | None = None):
         """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
-        from .world import NX, NZ, VS, B, G  # numba: deferred, see load()
+        from .world import ID_AVATAR, NX, NZ, VS, B, G  # numba: deferred, see load()
 
         render_frame = self._kernel()
         H, W = self.height, self.width
@@ -241,7 +242,7 @@ class EngineAdapter(Adapter):
                      k[0], k[1], k[2] + 0.5, k[3] + 0.5, self.fog_m, 0.35 * self.fog_m, world.sky_top,
                      world.sky_horizon, world.clouds, rgb, depth, ids, self.sample)
         if with_avatar:
-            _draw_avatar(rgb, depth, ids, walk_phase)
+            draw_avatar(rgb, depth, ids, walk_phase, ID_AVATAR, AVATAR_DEPTH_M)
         return rgb, depth, ids
 
     def event_state(self, world, t: float):
@@ -466,55 +467,3 @@ def _texkind():
     from .world import TEXKIND  # numba: deferred, see load()
 
     return TEXKIND
-
-
-_AVATAR_CACHE: dict = {}
-
-
-def _avatar_sprite(H: int, W: int, phase_idx: int):
-    """A back-view humanoid in the lower middle of the frame; 8 walk-cycle poses. Returns (mask, rgb uint8)."""
-    key = (H, W, phase_idx)
-    if key in _AVATAR_CACHE:
-        return _AVATAR_CACHE[key]
-    fig_h = 0.36 * H
-    fig_w = 0.42 * fig_h
-    top = 0.97 * H - fig_h
-    yy, xx = np.mgrid[0:H, 0:W].astype(np.float64)
-    u = (xx + 0.5 - W / 2) / fig_w  # -0.5..0.5 across the figure
-    v = (yy + 0.5 - top) / fig_h  # 0 at the top of the head, 1 at the feet
-    ph = 2 * np.pi * phase_idx / 8
-    swing = 0.06 * np.sin(ph)
-    rgb = np.zeros((H, W, 3))
-    mask = np.zeros((H, W), bool)
-
-    def paint(region, color):
-        rgb[region] = color
-        mask[region] = True
-
-    legl = (u > -0.17) & (u < -0.02) & (v > 0.56) & (v < 1.0 - max(0.0, swing))
-    legr = (u > 0.02) & (u < 0.17) & (v > 0.56) & (v < 1.0 - max(0.0, -swing))
-    paint(legl | legr, (0.15, 0.17, 0.3))
-    arml = (u > -0.3 + swing * 0.5) & (u < -0.19 + swing * 0.5) & (v > 0.22) & (v < 0.52)
-    armr = (u > 0.19 - swing * 0.5) & (u < 0.3 - swing * 0.5) & (v > 0.22) & (v < 0.52)
-    paint(arml | armr, (0.55, 0.2, 0.15))
-    torso = (u > -0.19) & (u < 0.19) & (v > 0.2) & (v < 0.58)
-    paint(torso, (0.7, 0.25, 0.18))
-    pack = (u > -0.13) & (u < 0.13) & (v > 0.26) & (v < 0.48)
-    paint(pack, (0.25, 0.35, 0.2))
-    head = (u / 0.13) ** 2 + ((v - 0.1) / 0.1) ** 2 < 1
-    paint(head, (0.22, 0.14, 0.08))
-    # a fixed fabric texture so the sprite has detail
-    tex = 0.8 + 0.3 * ((np.floor(xx / 2) * 7 + np.floor(yy / 2) * 13) % 5) / 5
-    out = (np.clip(rgb * tex[..., None], 0, 1) * 255).astype(np.uint8)
-    _AVATAR_CACHE[key] = (mask, out)
-    return mask, out
-
-
-def _draw_avatar(rgb, depth, ids, walk_phase: float):
-    from .world import ID_AVATAR  # numba: deferred, see load()
-
-    H, W = depth.shape
-    mask, sprite = _avatar_sprite(H, W, int(walk_phase * 8) % 8)
-    rgb[mask] = sprite[mask]
-    depth[mask] = AVATAR_DEPTH_M
-    ids[mask] = ID_AVATAR
