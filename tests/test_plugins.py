@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from worldgate.adapters import MODELS
+from worldgate.adapters.engine.adapter import EngineAdapter
 from worldgate.cli import main
 from worldgate.evaluate import metrics as M
 from worldgate.trajectories.registry import PluginError, Registry
+from worldgate.testing import check_adapter, check_info
 from worldgate.trajectories.suites import SUITES
 
 NAME = "toy-model"
@@ -243,3 +245,24 @@ def test_a_plugin_benchmark_reusing_a_metric_id_names_both_packages(tmp_path, mo
         M.BENCHMARKS.refresh()
         M.metric_info.cache_clear()
     assert "copy" not in M.BENCHMARKS and "direction_accuracy_trans" in M.metric_info()
+
+
+def test_check_adapter_runs_the_battery_without_pytest(tmp_path):
+    # (the rollout check runs in the installed plugin's own battery above: rollout_seconds = 1.0)
+    done = check_adapter("engine", model_args={"width": 64, "height": 64}, folder=tmp_path / "a", scene=True)
+    assert done == ["info", "deterministic", "key timing", "intrinsics", "round trip"]
+    assert json.loads((tmp_path / "a" / "plan.json").read_text())["case_id"] == "t-007"
+
+    class Restless(EngineAdapter):  # a plan that differs between two calls: not pure
+        calls = 0
+
+        def plan(self, case):
+            p = super().plan(case)
+            Restless.calls += 1
+            p.extra["call"] = Restless.calls
+            return p
+
+    with pytest.raises(AssertionError, match="two plans of the same case differ"):
+        check_adapter(cls=Restless, folder=tmp_path / "b", scene=True)
+    with pytest.raises(AssertionError, match="info.name 'engine' is not the registered name 'engine-memory'"):
+        check_info(Restless(), "engine-memory")
