@@ -146,3 +146,18 @@ def test_log_trackio_calls_its_client(worldmark_engine_run, monkeypatch):
     assert [c[0] for c in calls] == ["init", "log", "finish"]
     assert calls[0][1]["project"] == "p" and calls[0][1]["name"] == run.name
     assert calls[1][1] == publish.summary(res)
+
+
+def test_evaluate_push_offline_stages_the_fresh_results(worldmark_engine_run, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    run, _ = worldmark_engine_run
+    copy = tmp_path / "wm-run"
+    shutil.copytree(run, copy, symlinks=True)  # evaluate rewrites results.json: a copy, scored from its cache
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["evaluate", str(copy), "--rescore", "--no-progress", "--push-to-hub", "lab/wg"]) == 0
+    assert "staged in hub-staged/lab__wg with manifest.json" in capsys.readouterr().out
+    m = json.loads((tmp_path / "hub-staged" / "lab__wg" / "manifest.json").read_text())
+    assert [(f["path"], f["sha256"]) for f in m["files"]] == [("runs/wm-run/results.json", _sha(copy / "results.json")),
+                                                              ("runs/wm-run/samples.jsonl", _sha(copy / "samples.jsonl"))]
