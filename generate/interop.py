@@ -336,10 +336,8 @@ def _export_record(rec: Path, meta: dict, out: Path, tag: str | None, res: Expor
     vdir = _real_dir(out, rel.parent)
     side = _real_dir(out, Path(SIDECAR) / rec.name, create=False)  # an existing sidecar must be a real folder
     _link_or_copy(rec / "video.mp4", vdir / rel.name)
-    if os.path.lexists(side):
-        shutil.rmtree(side)
-    side.mkdir(parents=True)
-    copy_tree_regular(rec, side, rec.name, skip={"video.mp4"})  # everything but the video (the delivery itself)
+    _real_dir(out, Path(SIDECAR))
+    _replace_sidecar(rec, side)  # everything but the video (the delivery itself)
     ach = meta.get("achieved") or {}
     info = (meta.get("adapter") or {}).get("info") or {}
     intr = meta.get("intrinsics") or {}
@@ -360,6 +358,28 @@ def _export_record(rec: Path, meta: dict, out: Path, tag: str | None, res: Expor
         "caveats": meta.get("caveats", []),
         "worldgate": {"case_id": rec.name, "sidecar": f"{SIDECAR}/{rec.name}"},
     }
+
+
+def _replace_sidecar(rec: Path, side: Path) -> None:
+    """Copy the record (but its video) into a new folder beside ``side``, then rename it into place: an interrupted
+    re-export keeps the previous sidecar whole (the old one is removed only once the new one is in place)."""
+    new = side.with_name(f".{side.name}.{os.getpid()}.new")
+    old = side.with_name(f".{side.name}.{os.getpid()}.old")
+    for p in (new, old):
+        if os.path.islink(p) or (os.path.lexists(p) and not os.path.isdir(p)):
+            os.unlink(p)
+        elif os.path.lexists(p):
+            shutil.rmtree(p)
+    new.mkdir()
+    try:
+        copy_tree_regular(rec, new, rec.name, skip={"video.mp4"})
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if os.path.lexists(side):
+        os.rename(side, old)
+    os.rename(new, side)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _key(seg: dict) -> str:
@@ -589,7 +609,8 @@ def _import_sidecar(side: Path, shown: str, video: Path, rel: str, out: Path, ca
         copy_regular(video, rec.path("video.mp4"), rel, MAX_VIDEO_BYTES)
         if want and sha256_file(rec.path("video.mp4")) != want:  # this process's own copy
             raise InteropError(f"{video}: content differs from the exported record (sha256 mismatch)")
-        copy_tree_regular(side, rec.tmp, shown, skip={"meta.json"})
+        copied = copy_tree_regular(side, rec.tmp, shown, skip={"meta.json"})
+        _verify_sidecar(meta, copied, rec.tmp, shown)
         for k in ("files", "complete", "record_format"):
             meta.pop(k, None)
         rec.commit(meta)
@@ -659,6 +680,29 @@ def key_boundaries(trajectory, frames: int, fps: float, manifest_segments=None) 
                     "key and hold its final commanded pose")
         caveats.append(msg)
     return [(int(a), int(b)) for a, b in segs], rule, caveats
+
+
+def _verify_sidecar(meta: dict, copied: list[tuple], tmp: Path, shown: str) -> None:
+    """The sidecar's files (``copied`` into ``tmp``) are exactly those its meta.json recorded, each with its recorded
+    sha256: import keeps what export wrote and never re-signs a file it did not check (an edited trajectory.json or
+    poses.npy, a file added or removed after export, is an :class:`InteropError` naming it)."""
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        raise InteropError(f"the sidecar {shown}: meta.json records no file hashes, so its files cannot be verified: "
+                           "re-export the record with worldgate, or import the video alone (without the sidecar)")
+    got = {"/".join(rel) for rel in copied}
+    for name in sorted(got):
+        want = files.get(name).get("sha256") if isinstance(files.get(name), dict) else None
+        if not isinstance(want, str):
+            raise InteropError(f"the sidecar {shown} holds {name}, which its meta.json does not record: it was added "
+                               "after export (remove it, or re-export the record)")
+        if sha256_file(tmp / name) != want:
+            raise InteropError(f"the sidecar's {shown}/{name} differs from the exported record (sha256 mismatch): it "
+                               "was changed after export; re-export the record")
+    lacking = sorted(set(files) - got - {"video.mp4"})
+    if lacking:
+        raise InteropError(f"the sidecar {shown} lacks {', '.join(lacking[:5])}, which its meta.json records: "
+                           "re-export the record")
 
 
 def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict | None = None,
