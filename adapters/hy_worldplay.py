@@ -108,6 +108,7 @@ def action_labels(c2w: np.ndarray) -> np.ndarray:
 
 
 class HYWorldPlay(RepoAdapter):
+    MODEL_ARGS = RepoAdapter.MODEL_ARGS + ("pose_scale",)  # read by plan (issue 29.5: other keys are refused)
     repo_spec = RepoSpec(
         clone="https://github.com/Tencent-Hunyuan/HY-WorldPlay",
         entry="hyvideo/generate.py",

@@ -150,6 +150,7 @@ PATCH = Patch(
 
 
 class MatrixGame2(RepoAdapter):
+    MODEL_ARGS = RepoAdapter.MODEL_ARGS + ("row_timing",)  # read by plan (issue 29.5: other keys are refused)
     repo_spec = RepoSpec(
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-2/)", entry="inference.py",
         hf_id="Skywork/Matrix-Game-2.0", patch=PATCH, commit=COMMIT, subdir="Matrix-Game-2",

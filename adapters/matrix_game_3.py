@@ -280,6 +280,7 @@ def center_crop_box(w0: int, h0: int) -> tuple[int, int, int, int]:
 
 
 class MatrixGame3(RepoAdapter):
+    MODEL_ARGS = RepoAdapter.MODEL_ARGS + ("pitch_sign",)  # read by plan (issue 29.5: other keys are refused)
     repo_spec = RepoSpec(
         clone="https://github.com/SkyworkAI/Matrix-Game (folder Matrix-Game-3/)",
         entry="generate.py",

@@ -95,6 +95,7 @@ def crop_resize(w0: int, h0: int) -> dict:
 
 
 class MatrixGame35(RepoAdapter):
+    MODEL_ARGS = RepoAdapter.MODEL_ARGS + ("variant", "profile")  # read by plan (issue 29.5: other keys are refused)
     repo_spec = RepoSpec(
         clone="https://github.com/Riemann-Dynamics/Matrix-Game-3.5",
         entry="infer_distilled.py",

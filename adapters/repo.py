@@ -231,11 +231,30 @@ def child_env(gpus: int, out: Path, environ=None) -> dict:
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*_(PATH|DIR)$")
 
 
+def command_words(command: str) -> list[str]:
+    """The words of a ``command.txt`` line (shell quoting), its trailing ``# comment`` dropped: a ``#`` starts a
+    comment only where the shell's would, at the start of a word outside quotes, so a quoted path holding `` #``
+    (an image named ``room #2.png``) stays whole."""
+    cut, quote, escaped = len(command), None, False
+    for i, c in enumerate(command):
+        if escaped:
+            escaped = False
+        elif c == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or command[i - 1].isspace()):
+            cut = i
+            break
+    return shlex.split(command[:cut])
+
+
 def command_argv(command: str, files: dict, native: Path, paths: dict, image: str | None,
                  seed: int | None = None) -> list[str]:
     """The plan's command line with its native files, image and weights made absolute and the rollout seed in."""
-    command = with_seed(command.split(" #", 1)[0].strip(), seed)
-    argv = shlex.split(command)
+    argv = command_words(with_seed(command, seed))
     out = []
     for tok in argv:
         if tok == "python":
@@ -345,6 +364,10 @@ class RepoAdapter(Adapter):
     #: how the model's own code runs one case on several GPUs (its README or scripts, cited file:line), or "" when it
     #: has no multi-GPU inference: then ``gpus>1`` is refused
     multi_gpu: str = ""
+    #: the --model-args keys every repository adapter reads (check_checkout, gpus, provenance; ``*_path``/``*_dir``:
+    #: a path the command line names); a subclass that reads more adds them (``RepoAdapter.MODEL_ARGS + (...)``).
+    #: Any other key is an error with a did-you-mean (generate.runner.accepted_model_args), never silently ignored
+    MODEL_ARGS = ("setup", "repo", "ckpt", "allow_cpu", "gpus", "python", "*_path", "*_dir")
 
     def __init__(self, **model_args):
         super().__init__(**model_args)

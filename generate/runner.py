@@ -116,12 +116,31 @@ def _disk_full_error(out: Path, what: str, why: str, left: int = 0) -> DiskFullE
                          "left")
 
 
+#: YAML 1.1 reads these as numbers in other bases (0100 octal, 0x10, 0b11, 1:30 sexagesimal, 1_000): overrides are
+#: decimal, so leading zeros are dropped and the others refused (quote the value to give a string)
+_LEADING_ZEROS = re.compile(r"([+-]?)0+(\d+)")
+_OTHER_BASES = re.compile(r"[+-]?(0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(:[0-5]?\d)+(\.\d*)?|\d+(_\d+)+(\.\d*)?)")
+
+
+def _decimal(item):
+    """``key=0100`` -> ``key=100`` (decimal); ``key=0x10`` and the like: ValueError (say it in decimal)."""
+    if not isinstance(item, str) or "=" not in item:
+        return item
+    key, val = item.split("=", 1)
+    if _OTHER_BASES.fullmatch(val.strip()):
+        raise ValueError(f"override {short_repr(item, 60)}: {short_repr(val, 30)} is not a decimal number; write it in "
+                         f"decimal, or quote it ({key}='{val}') to give a string")
+    m = _LEADING_ZEROS.fullmatch(val.strip())
+    return f"{key}={m.group(1)}{int(m.group(2), 10)}" if m else item
+
+
 def parse_overrides(items: list[str] | None) -> dict:
-    """``key=value`` items into a nested dict (values typed by OmegaConf: ints, floats, bools, lists).
+    """``key=value`` items into a nested dict (values typed by OmegaConf: ints, floats, bools, lists; integers are
+    always decimal, see :func:`_decimal`).
 
     Keys are dotted names; ``${...}`` interpolations are refused (they would read the environment). Any failure is a
     ``ValueError`` naming the item."""
-    items = list(items or [])
+    items = [_decimal(it) for it in (items or [])]
     for it in items:
         if not isinstance(it, str) or "=" not in it or it.startswith("="):
             raise ValueError(f"override {short_repr(it, 60)} is not key=value ({OVERRIDE_HELP})")

@@ -211,8 +211,9 @@ def test_accepted_model_args():
 
     assert "dim" in accepted_model_args(MODELS.get("engine-memory"))[0]
     assert "threads" in accepted_model_args(MODELS.get("engine-2p"))[0]
-    # an adapter that reads self.model_args freely declares nothing: its keys pass, a misspelt section does not
-    assert accepted_model_args(MODELS.get("lingbot-world")) is None
+    # a repository adapter declares the keys it reads (RepoAdapter.MODEL_ARGS): they pass, a misspelt section does not
+    assert accepted_model_args(MODELS.get("lingbot-world")) == (
+        {"setup", "repo", "ckpt", "allow_cpu", "gpus", "python"}, ("*_path", "*_dir"))
     margs, *_ = split_overrides("lingbot-world", "worldmark-engine", ["repo=/x", "model.ckpt=/y"])
     assert margs == {"repo": "/x", "ckpt": "/y"}
     with pytest.raises(UnknownNameError, match="trajectory.seconds"):

@@ -6,11 +6,25 @@ import argparse
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 
-from worldgate.adapters import AdapterError, UnknownNameError
+
+def _interrupted_at_startup(*_):  # Ctrl-C while the modules below import: exit 130, no traceback (issue 29.5)
+    print("interrupted", file=sys.stderr)
+    os._exit(130)
+
+
+# only for the imports below (restored right after them): a library user's own SIGINT handling is left alone
+_SIGINT = None
+if threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    _SIGINT = signal.signal(signal.SIGINT, _interrupted_at_startup)
+
+from worldgate.adapters import AdapterError, UnknownNameError  # noqa: E402
 from worldgate.build_suite.cli import add_parser as add_build_suite_parser
 from worldgate.evaluate.report import read_results, write_report
 from worldgate.evaluate.runner import precompute_shard, run_evaluate
@@ -28,7 +42,10 @@ from worldgate.trajectories.suites import SuiteError
 from . import cluster, dist, doctor, publish
 from . import setup as model_setup
 from .listing import add_parsers as add_listing_parsers  # noqa: E402
-from .scaffold import add_parser as add_new_adapter_parser
+from .scaffold import add_parser as add_new_adapter_parser  # noqa: E402
+
+if _SIGINT is not None:
+    signal.signal(signal.SIGINT, _SIGINT)
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
@@ -454,7 +471,12 @@ def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    return _run(_parse(build_parser(), argv))
+    try:
+        args = _parse(build_parser(), argv)
+    except KeyboardInterrupt:  # while the command line is read (before _run's own handling)
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return _run(args)
 
 
 def generate_main(argv=None) -> int:
