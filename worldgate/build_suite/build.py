@@ -5,15 +5,16 @@ per image what was measured, kept, dropped or failed, and where every value came
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from worldgate.generate.outputs import OutputFolder
 from worldgate.generate.video import sha256_file
 from worldgate.trajectories import library
 from worldgate.trajectories.core import TrajectoryError
@@ -62,19 +63,30 @@ class BuildResult:
         return 1 if self.failed or not self.kept else 0
 
 
-def _write_atomic(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    os.replace(tmp, path)
+#: the most pixels one input image may have: its header is read (and this checked) before anything is decoded, so
+#: a decompression bomb is one clear error, not PIL's exception or a machine out of memory (issue 29.5)
+MAX_IMAGE_PIXELS = 100_000_000
+
+
+def _writer(out: Path):
+    """``write(path, data)`` for files below ``out``: through :class:`~worldgate.generate.outputs.OutputFolder` (no
+    link followed at any component, a target that is a link refused, written atomically)."""
+    folder = OutputFolder(out)
+
+    def write(path: Path, data: bytes | str) -> None:
+        rel = Path(path).relative_to(out)  # every path is made from out; anything else is a bug
+        folder.write_bytes(rel, data.encode("utf-8") if isinstance(data, str) else data)
+
+    return write
 
 
 class _Cache:
     """Model-step results per image (keyed by the image's content hash) under ``OUT/build/<tag>/cache/<sha>/``: a step
     reruns only when its source (model id, prompt, seed) changed. File-given steps are read fresh every run."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, write):
         self.root = root
+        self.write = write
         self.reused = 0
 
     def get(self, sha: str, step: str, source: dict):
@@ -88,7 +100,7 @@ class _Cache:
 
     def put(self, sha: str, step: str, source: dict, value: dict) -> dict:
         d = {"source": source, **value}
-        _write_atomic(self.root / sha[:24] / f"{step}.json", json.dumps(d, indent=1))
+        self.write(self.root / sha[:24] / f"{step}.json", json.dumps(d, indent=1))
         return d
 
     def path(self, sha: str, name: str) -> Path:
@@ -99,12 +111,30 @@ def _prompt_hash(name: str) -> str:
     return hashlib.sha256(load_prompt(name).encode()).hexdigest()[:16]
 
 
+def _probe(path: Path) -> tuple[int, int]:
+    """The image's (width, height) from its header alone (nothing decoded); BuildError naming it when it is not an
+    image or holds more than :data:`MAX_IMAGE_PIXELS` pixels."""
+    try:
+        with warnings.catch_warnings():  # PIL's warning above its own limit: this function's check says it instead
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                w, h = im.size
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise BuildError(f"{path}: not a readable image ({e})") from None
+    if w * h > MAX_IMAGE_PIXELS:
+        raise BuildError(f"{path}: {w}x{h} = {w * h} pixels, over build-suite's {MAX_IMAGE_PIXELS} "
+                         "(MAX_IMAGE_PIXELS; a decompression bomb?): downscale it and build again")
+    return w, h
+
+
 def _open(path: Path) -> Image.Image:
+    """The image decoded as RGB, its size checked first (:func:`_probe`)."""
+    _probe(path)
     try:
         with Image.open(path) as im:
             im.load()
             return im.convert("RGB")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise BuildError(f"{path}: not a readable image ({e})") from None
 
 
@@ -169,19 +199,23 @@ def build_suite(images, out, benchmark: str = "worldmark", domain: str = "real",
                  checklists=checklists, target_queries=target_queries)
     tag = domain if benchmark == "worldmark" else "worldmembench"
     work = out / "build" / tag
-    cache = _Cache(work / "cache")
+    write = _writer(out)
+    cache = _Cache(work / "cache", write)
     models = _Models(vlm, editor, intrinsics_model, depth_model, device, detector, segmenter, detect_threshold)
 
+    # every header is checked before any image is decoded; images are then decoded one at a time, per pass, and
+    # never all held (a thousand large photos would not fit)
     entries = []
     for i, p in enumerate(paths):
-        img = _open(p)
-        e = {"index": i, "image": str(p), "sha256": sha256_file(p), "size": list(img.size), "status": None, "steps": {}}
+        e = {"index": i, "image": str(p), "sha256": sha256_file(p), "size": list(_probe(p)), "status": None,
+             "steps": {}}
         if stems:
             e["case_stem"] = stems[i]
-        entries.append((e, img))
+        entries.append((e, p))
     # 1. traversability, 2. near-duplicates (over the images that pass)
     embs = []
-    for e, img in entries:
+    for e, p in entries:
+        img = _open(p)
         depth = None
         if filter and models.depth_model is not None:
             src = {"model": models.depth_id}
@@ -207,9 +241,10 @@ def build_suite(images, out, benchmark: str = "worldmark", domain: str = "real",
                 e["reason"] = (f"near-duplicate of {entries[d['duplicate_of']][0]['image']}: embedding distance "
                                f"{d['distance']:.4f} <= dedup.max_distance {P['dedup.max_distance']}")
     # 3. the steps, per kept image
-    for e, img in entries:
+    for e, p in entries:
         if e["status"] is not None:
             continue
+        img = _open(p)
         try:
             _steps(e, img, benchmark, models, cache, cap_rows, act_rows, captions, actions, intrinsics, third_view,
                    third_intrinsics, seed, n)
@@ -218,19 +253,19 @@ def build_suite(images, out, benchmark: str = "worldmark", domain: str = "real",
             e["status"] = "kept"
         except (StepError, AnswerError, G.GivenError) as err:
             e["status"], e["error"] = "failed", str(err)
-    kept = [(e, img) for e, img in entries if e["status"] == "kept"]
+    kept = [(e, p) for e, p in entries if e["status"] == "kept"]  # (entry, image path)
     for k, (e, _) in enumerate(kept):
         e["out_index"] = k
     if benchmark == "worldmark":
-        n_cases = _write_worldmark(out, domain, kept)
+        n_cases = _write_worldmark(out, domain, kept, write)
     else:
-        n_cases = write_worldmembench(out, kept, trajectories, _write_atomic)
+        n_cases = write_worldmembench(out, kept, trajectories, write)
     res = BuildResult(out=out, benchmark=benchmark, kept=[e["image"] for e, _ in kept],
                       dropped={e["image"]: e["reason"] for e, _ in entries if e["status"] == "dropped"},
                       failed={e["image"]: e["error"] for e, _ in entries if e["status"] == "failed"},
                       cases=n_cases, log=work / "build_log.jsonl", reused=cache.reused)
-    _write_atomic(res.log, "".join(json.dumps(e, default=str) + "\n" for e, _ in entries))
-    _write_atomic(work / "build.json", json.dumps({
+    write(res.log, "".join(json.dumps(e, default=str) + "\n" for e, _ in entries))
+    write(work / "build.json", json.dumps({
         "version": BUILD_VERSION, "benchmark": benchmark, "domain": domain if benchmark == "worldmark" else None,
         "params": P, "filter": filter, "dedup": dedup, "images": n, "kept": len(res.kept), "dropped": len(res.dropped),
         "failed": len(res.failed), "cases": n_cases, "trajectories": list(trajectories) if benchmark != "worldmark"
@@ -407,13 +442,13 @@ def _intrinsics(img, sha, i, p, size, given, M: _Models, cache: _Cache, step: st
 
 # ------------------------------------------------------------------------------------------------------- writers
 def _clear(folder: Path, pattern: str) -> None:
-    if folder.is_dir():
+    if folder.is_dir() and not folder.is_symlink():  # a planted link: nothing deleted through it (the write refuses it)
         for f in folder.glob(pattern):
             if f.is_file():
                 f.unlink()
 
 
-def _write_worldmark(out: Path, domain: str, kept) -> int:
+def _write_worldmark(out: Path, domain: str, kept, write) -> int:
     """WorldMark's arena_inputs layout for one domain: ``{view}_view/{domain}/NNN.jpg`` (the input's bytes, never
     re-encoded: the official set also holds PNG data under .jpg names), ``prompt_{domain}.txt``,
     ``{domain}_action.txt`` (rows "a, b, c, d, e", identical in both views) and ``{domain}_intrinsics/``. The other
@@ -427,24 +462,26 @@ def _write_worldmark(out: Path, domain: str, kept) -> int:
         if view not in views:
             for name in (f"prompt_{domain}.txt", f"{domain}_action.txt"):
                 if (vdir / name).exists():
-                    _write_atomic(vdir / name, "")
+                    write(vdir / name, "")
             continue
         (vdir / domain).mkdir(parents=True, exist_ok=True)
         (vdir / f"{domain}_intrinsics").mkdir(parents=True, exist_ok=True)
         rows, acts = [], []
         for k, (e, _) in enumerate(kept):
             src = Path(e["image"] if view == "first" else e["third"]["image"])
-            shutil.copyfile(src, vdir / domain / f"{k:03d}.jpg")
+            write(vdir / domain / f"{k:03d}.jpg", src.read_bytes())
             kk = e["intrinsics"] if view == "first" else e["third"]["intrinsics"]
-            np.save(vdir / f"{domain}_intrinsics" / f"{k:03d}_intrinsics.npy", np.asarray(kk, np.float32))
+            buf = io.BytesIO()
+            np.save(buf, np.asarray(kk, np.float32))
+            write(vdir / f"{domain}_intrinsics" / f"{k:03d}_intrinsics.npy", buf.getvalue())
             rows.append(G.view_caption(e["caption"], view))
             acts.append(format_action_ids(e["actions"]))
-        _write_atomic(vdir / f"prompt_{domain}.txt", "\n".join(rows))
-        _write_atomic(vdir / f"{domain}_action.txt", "\n".join(acts))
+        write(vdir / f"prompt_{domain}.txt", "\n".join(rows))
+        write(vdir / f"{domain}_action.txt", "\n".join(acts))
     for view in VIEWS:
         for d in DOMAINS:
             for name in (f"prompt_{d}.txt", f"{d}_action.txt"):
                 f = out / f"{view}_view" / name
                 if not f.exists():
-                    _write_atomic(f, "")
+                    write(f, "")
     return sum(len(e["actions"]) for e, _ in kept) * len(views)

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -107,7 +107,7 @@ def _family(e) -> str:
 
 def _clear_tree(folder: Path, pattern: str) -> None:
     """Remove the files the build writes (``pattern``) under ``folder``, and the subfolders left empty."""
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():  # a planted link: nothing deleted through it (the write refuses it)
         return
     for f in folder.rglob(pattern):
         if f.is_file():
@@ -128,15 +128,16 @@ def write_worldmembench(out: Path, kept, trajectories, write_atomic) -> int:
         src = Path(e["image"])
         stem = e["case_stem"]
         rel_img = f"images/{src.name}"
-        shutil.copyfile(src, out / rel_img)
+        write_atomic(out / rel_img, src.read_bytes())  # confined: never through a link planted in OUT
         tg = None
         if e.get("targets"):
             tg = []
             for t in e["targets"]:
                 rel = f"masks/{stem}/{t['name']}.png"
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                buf = io.BytesIO()
                 with Image.open(t["mask"]) as m:
-                    Image.fromarray((np.asarray(m.convert("L")) > 0).astype(np.uint8) * 255).save(out / rel)
+                    Image.fromarray((np.asarray(m.convert("L")) > 0).astype(np.uint8) * 255).save(buf, format="PNG")
+                write_atomic(out / rel, buf.getvalue())
                 tg.append({"name": t["name"], "kind": t["kind"], "mask": rel})
         dyn = e.get("dynamic")
         fam = _family(e)
