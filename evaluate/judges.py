@@ -240,6 +240,9 @@ class OpenAIJudge(Judge):
         self.reported: set[str] = set()
         self.down: str | None = None
         self.session = requests.Session()
+        pool = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=self.concurrency)
+        self.session.mount("http://", pool)
+        self.session.mount("https://", pool)
 
     def headers(self) -> dict:
         key = next((os.environ[k] for k in KEY_ENV if os.environ.get(k)), None)
@@ -265,15 +268,19 @@ class OpenAIJudge(Judge):
                                            stream=True) as r:
                         status, data = r.status_code, r.raw.read(MAX_REPLY + 1, decode_content=True)
             except (self.requests.RequestException, self.urllib3_error, OSError) as e:  # timeouts, dropped links
-                why = f"{type(e).__name__} after {self.timeout:g} s"
+                why = f"{type(e).__name__} (timeout {self.timeout:g} s)"
                 continue
             if status in RETRY_STATUS:
                 why = f"HTTP {status}"
                 continue
             if status != 200:
-                self.down = (f"judge {self.model} at {url} refused the request: HTTP {status} "
-                             f"{data[:200].decode('utf-8', 'replace')!r} (401/403: set {KEY_ENV[0]}; 404: check "
-                             "the base URL ends in /v1 and the model name the server serves)")
+                said = data[:200].decode("utf-8", "replace")
+                for k in KEY_ENV:  # a server that echoes the key must not put it into results
+                    if os.environ.get(k):
+                        said = said.replace(os.environ[k], "***")
+                self.down = (f"judge {self.model} at {url} refused the request: HTTP {status} {said!r} (401/403: "
+                             f"set {KEY_ENV[0]}; 404: check the base URL ends in /v1 and the model name the server "
+                             "serves)")
                 raise JudgeError(self.down)
             return self.answer(data)
         self.down = (f"judge {self.model} at {url}: no answer after {self.retries + 1} tries ({why}); is the server "

@@ -22,8 +22,10 @@ from worldgate.evaluate import judges as JG
 from worldgate.evaluate.features import FeatureCache
 from worldgate.evaluate.multiworldbench.scoring import score_folder
 from worldgate.evaluate.worldmembench.dynamic import judge_items, load_dynamic
-from worldgate.generate.runner import write_rollout
+from worldgate.generate.runner import run_generate, write_rollout
 from worldgate.trajectories.suites import load_suite
+
+from suite_cases import suite_case_manifest
 
 SIZE = 64
 KEY = "sk-test-never-written"
@@ -61,8 +63,8 @@ def _handler(stub: Stub):
                 return self.reply(404, b"{}")
             if mode == "slow":
                 time.sleep(0.6)
-            if mode in ("500", "401"):
-                return self.reply(int(mode), b'{"error": "scripted"}')
+            if mode in ("500", "401"):  # the 401 echoes the key it was sent, as a careless server might
+                return self.reply(int(mode), json.dumps({"error": self.headers.get("Authorization")}).encode())
             if mode == "malformed":
                 return self.reply(200, b"<html>not json")
             text = body["messages"][0]["content"][-1]["text"]
@@ -109,14 +111,16 @@ def fast_env(monkeypatch):
 def judged(tmp_path_factory, server):
     """The run, evaluated once with the stub as judge: (run, results, requests that evaluation sent)."""
     stub, spec = server
-    run = tmp_path_factory.mktemp("judged") / "engine"
-    wmb = {c.id: c for c in load_suite("worldmembench-engine")}[WMB_CASE]
+    root = tmp_path_factory.mktemp("judged")
+    run = root / "engine"
+    # the dynamic case at 1 s per key (80 frames: the hold, one departure and return, the final hold)
+    assert run_generate("engine", str(suite_case_manifest(root, WMB_CASE)), run, progress=False, overrides=[
+        f"model.width={SIZE}", f"model.height={SIZE}", "trajectory.seconds=1"]).exit_code == 0
     mwb = {c.id: c for c in load_suite("multiworldbench-engine")}
-    for name, cases in (("engine", [wmb]), ("engine-2p", [mwb[c] for c in MWB_CASES])):
-        a = get_adapter(name, width=SIZE, height=SIZE)
-        a.load()
-        for c in cases:
-            write_rollout(run, c, a, a.plan(c), 0, {"model": name})
+    a = get_adapter("engine-2p", width=SIZE, height=SIZE)
+    a.load()
+    for c in MWB_CASES:
+        write_rollout(run, mwb[c], a, a.plan(mwb[c]), 0, {"model": "engine-2p"})
     mp = pytest.MonkeyPatch()
     for k, v in (("WORLDGATE_JUDGE_API_KEY", KEY), ("WORLDGATE_JUDGE_TIMEOUT", "5")):
         mp.setenv(k, v)
@@ -192,8 +196,9 @@ def test_a_refusal_stops_the_judge_and_the_capability_says_why(server, judged, t
     run = judged[0]
     stub.mode, stub.times = "401", 1
     j = JG.open_judge(spec, tmp_path)
-    with pytest.raises(JG.JudgeError, match="HTTP 401.*WORLDGATE_JUDGE_API_KEY"):
+    with pytest.raises(JG.JudgeError, match="HTTP 401.*WORLDGATE_JUDGE_API_KEY") as e:
         j.ask(_frames(seed=5), "refused?")
+    assert KEY not in str(e.value) and "Bearer ***" in str(e.value)
     n = stub.requests
     row = score_folder(run / "shared-state-000", FeatureCache(run / ".features"), judge=j)  # fails at once
     assert stub.requests == n and row["scores"]["state_synchronization"] is None
