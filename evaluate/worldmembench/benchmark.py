@@ -110,7 +110,8 @@ _NO_LEARNED_POSES = ("camera following under --backend learned runs DA3's poses 
                      "depth-anything-3 does not import here: pip install --no-deps depth-anything-3==0.1.1 "
                      "addict==2.4.0 einops==0.8.2 (weights: hf download depth-anything/DA3-LARGE-1.1, CC BY-NC 4.0); "
                      "or use --backend classical")
-_PROBE_CLASSICAL = "the measured probe (a proxy) runs under --backend classical; the judge metrics need --judge HF_ID"
+_PROBE_CLASSICAL = ("the measured probe (a proxy) runs under --backend classical; the judge metrics need --judge "
+                    "HF_ID or --judge openai:MODEL@BASE_URL")
 BENCHMARK = Benchmark(
     name="worldmembench", title="WorldMemBench", metrics=METRICS, params=PARAMS, views=1,
     extractors=("poses", "camera_poses", "appearance", "quality", "targets", "events", "memory_depth"), score=score,

@@ -11,8 +11,9 @@ items whose gate opened) are reported too, so Overall = p_start * S_cond.
 
 Two judges, never mixed under one metric id:
 - ``vlm`` (``dynamic_score``, ``dynamic_p_start``, ``dynamic_conditional``, ``dynamic_<aspect>``): a vision-language
-  model loaded by Hugging Face id through transformers (``VLMJudge``; ``evaluate --judge HF_ID``), run once per record
-  as the cached feature ``judge`` (``JudgeExtractor``) with the prompt ``prompts/worldmembench/dynamic_memory.txt``.
+  model (``evaluate --judge HF_ID`` through transformers, or ``--judge openai:MODEL@BASE_URL``, a served one:
+  ``worldgate.evaluate.judges``, docs/judges.md), run once per record as the cached feature ``judge``
+  (``JudgeExtractor``) with the prompt ``prompts/worldmembench/dynamic_memory.txt``.
 - ``measured (proxy)`` (``dynamic_probe_*``; Engine records, classical backend): a video-measured state probe.
   ``EventExtractor`` follows each event target's image region (from ``targets.npz``) on every frame, registered to
   the conditioning frame by a homography, and records how far it has changed from frame 0; the answers are read off
@@ -340,8 +341,8 @@ def dynamic_scores(feat: dict, rec: dict, folder: Path | None, P: dict) -> dict:
 def judge_scores(J: dict | None, dyn: dict) -> dict:
     """The VLM judge's scores from its cached answers (``JudgeExtractor``), through ``score_items``."""
     if J is None:
-        r = ("needs a VLM judge: evaluate --judge HF_ID (the paper's protocol; the measured probe is reported "
-             "separately as dynamic_probe_*, a proxy)")
+        r = ("needs a VLM judge: evaluate --judge HF_ID or --judge openai:MODEL@BASE_URL (the paper's protocol; "
+             "the measured probe is reported separately as dynamic_probe_*, a proxy)")
         return {m: na(r) for m in JUDGE_METRICS}
     gates, answers, raw = J["gate"], J["answers"], J["raw"]
     if len(gates) != len(dyn["events"]):
