@@ -87,9 +87,8 @@ class OutputFolder:
                         raise
                     shown = self.root.joinpath(*parts[: i + 1])
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    raise OutputError(e.errno, f"{shown} is {_kind(st.st_mode)}"
-                                      f"{' (to ' + os.readlink(name, dir_fd=fd) + ')' if stat.S_ISLNK(st.st_mode) else ''}"
-                                      ", not a real folder: nothing is written through it; remove it or give another "
+                    to = f" (to {os.readlink(name, dir_fd=fd)})" if stat.S_ISLNK(st.st_mode) else ""
+                    raise OutputError(e.errno, f"{shown} is {_kind(st.st_mode)}{to}, not a real folder: nothing is written through it; remove it or give another "
                                       "--out") from None
                 os.close(fd)
                 fd = nfd
@@ -159,8 +158,10 @@ class OutputFolder:
                                        "not copied through a link") from None
         with os.fdopen(fd, "rb") as s:
             st = os.fstat(s.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-                raise OutputError(errno.EINVAL, f"{src} is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'over the size limit'}: not copied")
+            if not stat.S_ISREG(st.st_mode):
+                raise OutputError(errno.EINVAL, f"{src} is {_kind(st.st_mode)}, not a regular file: not copied")
+            if st.st_size > limit:
+                raise OutputError(errno.EFBIG, f"{src} is {st.st_size} bytes, over the {limit} a file may hold here")
 
             def fill(f):
                 n = 0

@@ -184,7 +184,8 @@ def test_edited_or_damaged_cache_files_never_change_a_score(scored, tmp_path, ca
         if i % 2:
             with np.load(p) as z:
                 arrays = {k: z[k] for k in z.files}
-            edited = {k: -v[::-1] + 1.0 for k, v in arrays.items() if k != DIGEST_KEY and v.dtype.kind == "f" and v.size}
+            edited = {k: -v[::-1] + 1.0 for k, v in arrays.items()
+                      if k != DIGEST_KEY and v.dtype.kind == "f" and v.size}
             np.savez(p, **{**arrays, **edited})  # a valid .npz with every float value edited, the digest kept
             damaged += bool(edited)
         else:

@@ -131,7 +131,8 @@ def test_a_linked_or_malformed_cache_file_is_a_note(run, tmp_path, caplog):
     for info in (other / ".features").glob("*/record.json"):
         if json.loads(info.read_text())["record"] == str(run / "nocache"):
             bad = {"sx": np.zeros((5, 2)), "srad": np.zeros((5, 2)), "gap": np.array(2)}  # carrying a valid digest
-            bad[DIGEST_KEY] = np.array(content_digest(json.loads(info.read_text())["inputs_sha256"], "flow@4-classical", bad))
+            inputs = json.loads(info.read_text())["inputs_sha256"]
+            bad[DIGEST_KEY] = np.array(content_digest(inputs, "flow@4-classical", bad))
             np.savez(info.parent / "flow@4-classical.npz", **bad)
     with caplog.at_level("WARNING", logger="worldgate.report"):
         write_report([other], tmp_path / "rep")
