@@ -39,6 +39,7 @@ class Stub:
     def __init__(self):
         self.requests, self.bodies, self.auth = 0, [], set()
         self.mode, self.times, self.lock = "yes", 0, threading.Lock()
+        self.in_flight = self.most_in_flight = 0
 
     def next_mode(self) -> str:
         with self.lock:
@@ -63,6 +64,13 @@ def _handler(stub: Stub):
                 return self.reply(404, b"{}")
             if mode == "slow":
                 time.sleep(0.6)
+            if mode == "busy":  # a short wait, counting how many requests are being served at once
+                with stub.lock:
+                    stub.in_flight += 1
+                    stub.most_in_flight = max(stub.most_in_flight, stub.in_flight)
+                time.sleep(0.1)
+                with stub.lock:
+                    stub.in_flight -= 1
             if mode in ("500", "401"):  # the 401 echoes the key it was sent, as a careless server might
                 return self.reply(int(mode), json.dumps({"error": self.headers.get("Authorization")}).encode())
             if mode == "malformed":
@@ -250,3 +258,13 @@ def test_a_linked_cache_folder_is_never_written_through(server, tmp_path):
     j = JG.open_judge(spec, tmp_path / "run" / "answers")
     assert j.ask(_frames(seed=11), "linked?") == "Yes." and j.stats["cache_refused"] >= 1
     assert not any(elsewhere.iterdir())
+
+
+def test_questions_go_out_together_within_the_concurrency_limit(server, tmp_path, monkeypatch):
+    stub, spec = server
+    monkeypatch.setenv("WORLDGATE_JUDGE_CONCURRENCY", "2")
+    stub.mode, stub.times, stub.most_in_flight = "busy", 6, 0
+    j = JG.open_judge(spec, tmp_path)
+    qs = [(_frames(1, seed=20 + k), f"question {k}?") for k in range(6)]
+    assert j.ask_many(qs) == ["Yes."] * 6 and stub.most_in_flight == 2
+    assert j.stats["asked"] == 6 and j.ask_many(qs) == ["Yes."] * 6 and j.stats["cached"] == 6
