@@ -194,7 +194,7 @@ def parse_meta(meta: dict, name: str = "", default_fps: float = 16.0, strict: bo
             achieved = {}
             for v in views:
                 try:
-                    achieved[v] = _measured(ach.get(v) or {}, v, default_fps, required=True)
+                    achieved[v] = _measured(ach.get(v) or {}, v, default_fps, required=m.get("kind") != "plan")
                 except (KeyError, TypeError, ValueError):
                     raise RecordError(f"{pre}meta.json lacks the achieved size/fps/frames of view {v}") from None
         files = {}
@@ -212,6 +212,10 @@ def parse_meta(meta: dict, name: str = "", default_fps: float = 16.0, strict: bo
         if not (np.isfinite(a.fps) and a.fps > 0) or a.frames < 0 or a.width < 0 or a.height < 0:
             raise RecordError(f"{pre}meta.json achieved values are invalid (fps={a.fps}, frames={a.frames}, "
                               f"size={a.width}x{a.height})")
+    r = requested  # read by the intrinsics' scaling and the report: a negative size flips them (issue 29.5)
+    if r is not None and (not (np.isfinite(r.fps) and r.fps > 0) or min(r.frames, r.width, r.height) < 0):
+        raise RecordError(f"{pre}meta.json requested values are invalid (fps={r.fps}, frames={r.frames}, "
+                          f"size={r.width}x{r.height}): regenerate the record")
     return RecordMeta(m["record_format"], written_format(meta), m.get("kind"), m.get("case_id"), views, requested,
                       achieved, intr, files, bool(m.get("complete")), case, m.get("adapter") or {},
                       list(m.get("caveats") or []))

@@ -231,3 +231,20 @@ def test_build_suite_never_writes_or_deletes_through_a_planted_link(tmp_path):
     with pytest.raises(OutputError, match="real is a symbolic link"):
         build_suite(paths, out, **given)
     assert sorted(os.listdir(outside)) == ["000.jpg"] and (outside / "000.jpg").read_text() == "keep"
+
+
+@pytest.mark.parametrize("field,value", [("width", -64), ("height", -1), ("frames", -5), ("fps", 0)])
+def test_meta_json_with_a_negative_requested_size_is_refused(delivery, tmp_path, field, value):
+    import shutil
+
+    from worldgate.evaluate.features import FeatureError, open_record
+
+    run, _, case = delivery
+    rec = tmp_path / case
+    shutil.copytree(run / case, rec)
+    open_record(rec)  # as written: readable
+    m = json.loads((rec / "meta.json").read_text())
+    m["requested"][field] = value
+    (rec / "meta.json").write_text(json.dumps(m))
+    with pytest.raises(FeatureError, match="requested values are invalid"):
+        open_record(rec)
