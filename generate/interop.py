@@ -727,6 +727,9 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
     ach = info if info is not None else probe_video(video)
     if ach.frames <= 1 or not ach.fps:
         raise InteropError(f"{video}: {ach.frames} frames at {ach.fps} fps cannot be scored")
+    if ach.rotation:  # the decoded frames are upright; the size recorded is theirs, the coded one differs
+        caveats.append(f"the video's display matrix rotates it by {ach.rotation:g} degrees: its frames are scored "
+                       f"as displayed ({ach.width}x{ach.height}), rotated from the coded stream")
     traj = case.trajectory
     segs, rule, notes = key_boundaries(traj, ach.frames, ach.fps, row.get("segments"))
     caveats += notes

@@ -154,12 +154,16 @@ class VideoInfo:
     fps: float
     frames: int
     seconds: float
+    #: the stream's display rotation in degrees (its display matrix), which decoding applies: width and height are
+    #: the decoded (displayed) size, never the coded one; 0 for an upright stream. Not part of :meth:`to_dict`
+    rotation: float = 0.0
 
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "fps": self.fps, "frames": self.frames,
                 "seconds": self.seconds}
 
 
+_ROTATION = re.compile(rb"[Dd]isplay ?[Mm]atrix: rotation of (-?[\d.]+) degrees|\brotate\s*:\s*(-?\d+)")
 _STREAM = re.compile(rb"Stream #0:\d+.*?: Video: .*?, (\d{2,5})x(\d{2,5})[, \[].*?(?:, ([\d.]+) fps|, ([\d.]+) tbr)")
 
 
@@ -185,7 +189,12 @@ def probe_video(path: str | Path) -> VideoInfo:
         tail = out.decode(errors="ignore").strip().splitlines()[-1:] or ["no output"]
         raise ValueError(f"{path}: not a readable video with frames ({tail[0]})")
     fps = float(m.group(3) or m.group(4))
-    return VideoInfo(int(m.group(1)), int(m.group(2)), fps, int(frames), float(secs))
+    width, height = int(m.group(1)), int(m.group(2))
+    rot = _ROTATION.search(out)
+    rotation = float(rot.group(1) or rot.group(2)) % 360 if rot else 0.0
+    if round(rotation) % 180 == 90:  # ffmpeg rotates while decoding (read_frames too): the frames are this size
+        width, height = height, width
+    return VideoInfo(width, height, fps, int(frames), float(secs), rotation)
 
 
 def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None,

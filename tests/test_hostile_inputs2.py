@@ -248,3 +248,31 @@ def test_meta_json_with_a_negative_requested_size_is_refused(delivery, tmp_path,
     (rec / "meta.json").write_text(json.dumps(m))
     with pytest.raises(FeatureError, match="requested values are invalid"):
         open_record(rec)
+
+
+# ------------------------------------------------------------------------------------------------ videos
+def test_a_display_rotation_is_measured_as_decoded_and_named_at_import(tmp_path):
+    import imageio_ffmpeg
+
+    from worldgate.generate.video import probe_video, read_frames
+
+    ff = imageio_ffmpeg.get_ffmpeg_exe()
+    up = tmp_path / "up.mp4"
+    subprocess.run([ff, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-t", "3", "-pix_fmt",
+                    "yuv420p", "-c:v", "libx264", str(up)], check=True)
+    dl = tmp_path / "dl" / "real" / "first" / "ROT"
+    dl.mkdir(parents=True)
+    rot = dl / "000_001.mp4"
+    r = subprocess.run([ff, "-v", "error", "-display_rotation", "90", "-i", str(up), "-c", "copy", str(rot)])
+    if r.returncode:
+        pytest.skip("this ffmpeg cannot write a display matrix")
+    info = probe_video(rot)
+    frames = list(read_frames(rot))
+    assert (info.width, info.height, info.rotation) == (48, 64, 90.0)
+    assert frames[0].shape == (info.height, info.width, 3) and len(frames) == info.frames == 30
+    assert probe_video(up).rotation == 0.0
+    res = import_worldmark(tmp_path / "dl", tmp_path / "back")
+    assert res.imported, res.failed
+    meta = json.loads((tmp_path / "back" / res.imported[0] / "meta.json").read_text())
+    assert (meta["achieved"]["width"], meta["achieved"]["height"]) == (48, 64)
+    assert any("rotates it by 90 degrees" in c for c in meta["caveats"]), meta["caveats"]
