@@ -43,7 +43,11 @@ def test_report_push_offline_stages_files_and_manifest(worldmark_engine_run, tmp
         assert (f["size"], f["sha256"]) == (src.stat().st_size, _sha(src)) == \
                ((staged / "files" / f["path"]).stat().st_size, _sha(staged / "files" / f["path"]))
     assert m["bytes"] == sum(f["size"] for f in m["files"])
-    # without --with-videos: results and samples only (evaluate's push collects no report)
+    # without --with-videos no video goes up, neither the records' nor the report's copies under media/
+    plain = [u.path_in_repo for u in publish.collect([run], report=report)]
+    assert any(p.endswith(".mp4") for p in reported) and not any(p.endswith(".mp4") for p in plain)
+    assert sorted(plain) == sorted(p for p in paths if not p.endswith(".mp4"))
+    # evaluate's push: results and samples only
     assert [u.path_in_repo for u in publish.collect([run])] == [f"runs/{run.name}/results.json",
                                                               f"runs/{run.name}/samples.jsonl"]
 
@@ -159,5 +163,6 @@ def test_evaluate_push_offline_stages_the_fresh_results(worldmark_engine_run, tm
     assert main(["evaluate", str(copy), "--rescore", "--no-progress", "--push-to-hub", "lab/wg"]) == 0
     assert "staged in hub-staged/lab__wg with manifest.json" in capsys.readouterr().out
     m = json.loads((tmp_path / "hub-staged" / "lab__wg" / "manifest.json").read_text())
-    assert [(f["path"], f["sha256"]) for f in m["files"]] == [("runs/wm-run/results.json", _sha(copy / "results.json")),
-                                                              ("runs/wm-run/samples.jsonl", _sha(copy / "samples.jsonl"))]
+    assert [(f["path"], f["sha256"]) for f in m["files"]] == [
+        ("runs/wm-run/results.json", _sha(copy / "results.json")),
+        ("runs/wm-run/samples.jsonl", _sha(copy / "samples.jsonl"))]

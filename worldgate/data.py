@@ -161,7 +161,8 @@ def _download(url: str, to: Path, d: Dataset, progress: bool) -> None:
     try:
         resp = urllib.request.urlopen(url, timeout=TIMEOUT_S)  # noqa: S310 (an https URL, or the user's own)
     except (urllib.error.URLError, OSError, ValueError) as e:
-        raise DataError(f"cannot download {d.name}'s {d.folder} from {url} ({getattr(e, 'reason', e)}): {how}") from None
+        why = getattr(e, "reason", e)
+        raise DataError(f"cannot download {d.name}'s {d.folder} from {url} ({why}): {how}") from None
     with resp, open(to, "wb") as f:
         total = resp.headers.get("Content-Length")
         total = int(total) if total and total.isdigit() else None

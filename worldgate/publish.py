@@ -2,8 +2,9 @@
 and ``--log wandb|trackio`` (an experiment tracker, through its own client), on ``evaluate`` and on ``report``.
 
 What goes up (:func:`collect`): each run's ``results.json`` and ``samples.jsonl`` under ``runs/<run>/``, the report
-folder under ``report/`` (``report --push-to-hub``), and the rollout videos (``runs/<run>/<case>/video*.mp4``) only
-with ``--with-videos``. Links, FIFOs and anything that is not a regular file are never uploaded.
+folder under ``report/`` (``report --push-to-hub``), and the rollout videos (``runs/<run>/<case>/video*.mp4``, and
+the report's copies under ``report/media/``) only with ``--with-videos``. Links, FIFOs and anything that is not a
+regular file are never uploaded.
 
 Credentials are the tools' own: huggingface_hub's token store (``hf auth login``) or ``HF_TOKEN``; wandb's
 ``wandb login`` / ``WANDB_API_KEY``; trackio's own configuration. worldgate neither asks for nor stores a key.
@@ -32,6 +33,7 @@ STAGED = Path("hub-staged")  # where HF_HUB_OFFLINE=1 writes what it would uploa
 MANIFEST = "manifest.json"
 RESULT_FILES = ("results.json", "samples.jsonl")
 VIDEO_GLOB = "video*.mp4"
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv", ".avi", ".mov", ".gif")  # the report's media/ copies too
 MAX_FILES = 100_000  # files in one push
 TRACKERS = ("wandb", "trackio")
 INSTALL = "pip install 'worldgate[publish]'"
@@ -64,14 +66,15 @@ def _upload(path_in_repo: str, local: Path) -> Upload:
     return Upload(path_in_repo, local, local.stat().st_size, h.hexdigest())
 
 
-def _tree(root: Path, prefix: str, skip: tuple[Path, ...] = ()) -> list[Upload]:
-    """Every regular file under ``root`` (links not followed), as ``prefix/relative/path``."""
+def _tree(root: Path, prefix: str, skip: tuple[Path, ...] = (), videos: bool = False) -> list[Upload]:
+    """Every regular file under ``root`` (links not followed), as ``prefix/relative/path``; videos (VIDEO_SUFFIXES)
+    only with ``videos``."""
     out = []
     for top, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not (Path(top) / d).is_symlink() and Path(top) / d not in skip)
         for f in sorted(files):
             p = Path(top) / f
-            if _regular(p):
+            if _regular(p) and (videos or p.suffix.lower() not in VIDEO_SUFFIXES):
                 out.append(_upload(f"{prefix}/{p.relative_to(root).as_posix()}", p))
     return out
 
@@ -95,7 +98,7 @@ def collect(runs: list[str | Path], report: str | Path | None = None, with_video
                 uploads += [_upload(f"runs/{name}/{rec.name}/{v.name}", v) for v in sorted(rec.glob(VIDEO_GLOB))
                             if _regular(v)]
     if report is not None:
-        uploads += _tree(Path(report), "report", skip=(Path(report) / STAGED,))
+        uploads += _tree(Path(report), "report", skip=(Path(report) / STAGED,), videos=with_videos)
     if len(uploads) > MAX_FILES:
         raise PublishError(f"{len(uploads)} files is more than one push takes (MAX_FILES = {MAX_FILES})")
     return uploads
