@@ -22,7 +22,7 @@ from worldgate.evaluate.multiworldbench.record import open_two_view
 from worldgate.generate.record import RECORD_FORMAT, migrate_meta, open_record, parse_meta
 from worldgate.generate.record_files import META, RecordError
 from worldgate.generate.records import RecordWriter
-from worldgate.generate.runner import write_rollout
+from worldgate.generate.runner import run_generate, write_rollout
 from worldgate.trajectories.suites import load_suite
 
 FORMAT2 = Path(__file__).parent / "data" / "record_format2" / "meta.json"
@@ -132,6 +132,14 @@ def test_malformed_plan_intrinsics_fail_at_plan_time_naming_the_adapter_and_the_
     with pytest.raises(AdapterError) as e:
         check_plan_intrinsics(plan)
     assert f"engine plan of {case.id}: {field}" in str(e.value)
+
+
+def test_a_two_view_dry_run_record_is_written_and_typed(tmp_path):
+    res = run_generate("engine-2p", "multiworldbench-engine", tmp_path / "plan", limit=1, dry_run=True,
+                       overrides=["model.width=48", "model.height=48"], progress=False)
+    assert res.exit_code == 0, res.failed
+    info = parse_meta(_meta(tmp_path / "plan" / res.done[0]), strict=True)
+    assert info.kind == "plan" and list(info.views) == ["A", "B"] and info.intrinsics.native_size == (48, 48)
 
 
 def test_the_writer_refuses_a_meta_json_evaluate_would_refuse(tmp_path):
