@@ -92,6 +92,17 @@ def cos_dist(a, b, eps=1e-8):
     return 1 - float(np.sum(a * b))
 
 
+def cos_dists(A, B, eps=1e-8):
+    """cos_dist of each row pair of A and B [K, D], in one pass: the same row sums (numpy's pairwise sum of each
+    contiguous row), so equal to the per-pair loop bit for bit, at a fraction of its cost on a rescore."""
+    A = np.asarray(A, float); B = np.asarray(B, float)
+    if len(A) == 0:
+        return np.zeros(0)
+    A = A / np.maximum(np.sqrt(np.sum(A * A, axis=1)), eps)[:, None]
+    B = B / np.maximum(np.sqrt(np.sum(B * B, axis=1)), eps)[:, None]
+    return 1 - np.sum(A * B, axis=1)
+
+
 def zspikes(d, z0=2.5):
     """cv:99-102: count of z-scores > 2.5 (0 when < 3 values or std < 1e-9)."""
     d = np.asarray(d)
@@ -148,7 +159,7 @@ def c1_local(Sx, Srad, delta, n_frames, patch_mean, lpips_fn=None, cfg=MemoryCon
         return out
     frames = [min(i, n_frames - 1) for i in idx]
     pm = l2_normalize(np.asarray(patch_mean, float)[frames], -1)
-    pm_d = np.array([cos_dist(pm[i], pm[i + 1]) for i in range(len(idx) - 1)]) * cfg.dist_scale
+    pm_d = cos_dists(pm[:-1], pm[1:]) * cfg.dist_scale
     out.update(pmean_level=float(np.mean(pm_d)), pmean_spikes=zspikes(pm_d, cfg.z0),
                mut_rate=float(np.mean(pm_d > cfg.tau_mut)), mut_events=int(np.sum(pm_d > cfg.tau_mut)),
                pmean_dists=[float(x) if cfg.dist_round_places is None else round(float(x), cfg.dist_round_places)
@@ -286,7 +297,8 @@ def c2_revisit(Sx, Srad, action, n_frames, frame_width, patch_mean, cfg=MemoryCo
             return {"not_evaluable": False, "type": mode, "n_pairs": 0, "C2": 0.0}, None
         return {"not_evaluable": True, "reasons": sorted(set(reasons)), "type": mode}, None
     pm = l2_normalize(np.asarray(patch_mean, float), -1)
-    d = np.array([cos_dist(pm[min(i, n_frames - 1)], pm[min(j, n_frames - 1)]) for i, j, _, _ in all_pairs])
+    d = cos_dists(pm[[min(i, n_frames - 1) for i, _, _, _ in all_pairs]],
+                  pm[[min(j, n_frames - 1) for _, j, _, _ in all_pairs]])
     resid = np.array([p[3] for p in all_pairs])
     dbar = float(np.mean(d))
     C2 = 100 / (1 + dbar / cfg.tau_c)
