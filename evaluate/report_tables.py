@@ -91,7 +91,8 @@ def table(runs: list[dict], t: Table) -> tuple[str, list[list[str]]]:
                     ["" if v[i] is None else f"{v[i]:.6g}" for v in extra.values()])
     backend = runs[0]["backend"] if runs else ""
     md += ["", (f"backend: {md_cell(backend)}; best **bold**, second <u>underlined</u>, worst ▼ "
-                "(lower is better for RPE columns); n/a = unavailable for every case of the run"), ""]
+                "(each column in its metric's direction: lower is better where the metric says so); "
+                "n/a = unavailable for every case of the run"), ""]
     if not ids:
         md = [f"### {t.title}", "", "no run has any of these metrics", ""]
     if t.notes is not None:  # under the table, per run: e.g. which version of the benchmark, every deviation

@@ -433,6 +433,6 @@ def read_samples(path: str | Path) -> list[Sample]:
     return out
 
 
-__all__ = ["SCHEMA_VERSION", "Open", "Number", "Count", "Share", "Seconds", "MAX_RESULTS_BYTES", "ResultsError", "Results", "Sample", "MetricSummary",
-           "BackendInfo", "Config", "Interval", "FeatureStats", "Timing", "sections", "results_model", "sample_model",
+__all__ = ["SCHEMA_VERSION", "Open", "Number", "Count", "Share", "Seconds", "MAX_RESULTS_BYTES", "ResultsError",
+           "Results", "Sample", "MetricSummary", "BackendInfo", "Config", "Interval", "FeatureStats", "Timing", "sections", "results_model", "sample_model",
            "clean", "encode", "write_atomic", "write_results", "read_results", "read_samples"]

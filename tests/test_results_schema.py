@@ -123,7 +123,7 @@ def _toy_run(root, name, value):
     run = root / name
     run.mkdir()
     write_results(run, _results(run, {"toy_sharpness": _summary(value)}),
-                  [_sample("c1", {"toy_sharpness": value}, toy=True), _sample("c2", {"toy_sharpness": value}, toy=True)],
+                  [_sample(c, {"toy_sharpness": value}, toy=True) for c in ("c1", "c2")],
                   history=False)
     return run
 
