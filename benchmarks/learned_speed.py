@@ -72,6 +72,8 @@ Every timed call is ``compute_features`` on a record with a fresh cache: each mo
 benchmark's set in one call (one decode feeding all); the decode-only time of the record is the unit (``x decode``).
 Models are built once and kept (as the backend's per-process caches keep them); before timing, each runs once on a
 short record of the same size (a warm-up that also names a model that cannot run, which is then listed as skipped).
+Where DA3 runs, a last table times its two WorldMemBench quantities on an Environment record (``environment-LR-00``):
+before, camera poses and revisit depth as two DA3 calls (two decodes); after, the one shared call (``da3_once``).
 """
 
 from __future__ import annotations
@@ -652,13 +654,17 @@ def full_specs(a, work: Path) -> list[Spec]:
 
 
 # ------------------------------------------------------------------------------------------------ records and timing
+#: the Environment record DA3's two WorldMemBench quantities (camera poses, revisit depth) are timed on (da3_once)
+ENV_RECORD = ("worldmembench-engine", "environment-LR-00", 3.0, 2)
+
+
 def make_record(kind: str, root: Path, size: tuple[int, int], seconds: float):
     """An Engine record of ``seconds`` at ``size`` = (h, w), 16 fps; reused when already in ``root``."""
     from worldgate.evaluate.features import open_record
     from worldgate.generate.runner import run_generate
     from worldgate.trajectories.suites import load_suite
 
-    suite, case_id, holds, n_seg = RECORDS[kind]
+    suite, case_id, holds, n_seg = ENV_RECORD if kind == "env" else RECORDS[kind]
     out = root / f"{kind}-{size[0]}x{size[1]}-{seconds:g}s"
     if not (out / case_id / "meta.json").is_file():
         case = next(c for c in load_suite(suite) if c.id == case_id)
@@ -753,6 +759,52 @@ def run_size(a, specs: list[Spec], size, work: Path, timer: Timer) -> dict:
         except Exception as e:  # noqa: BLE001
             print(f"  the {title} set in one call failed: {reason(e)}")
     return {"key": key, "records": recs, "decode": dec, "together": together}
+
+
+def da3_once(a, specs: list[Spec], size, work: Path, timer: Timer) -> None:
+    """DA3 on an Environment record, where WorldMemBench reads both its camera poses and its revisit depth: before,
+    two calls (every frame for the poses, then frame 0 and the revisit frames: what ``memory_depth`` da3-1 ran, timed
+    here on the same record without its family tag, where it still runs so); after, one call whose depth at those
+    frames is the revisit depth (``learned_da3.shared_views``). DA3's calls are counted."""
+    from worldgate.evaluate import learned_da3 as D
+    from worldgate.evaluate.features import open_record
+
+    pose = next((s for s in specs if s.feature == "camera_poses" and s.make is not None and not s.skip), None)
+    if pose is None:
+        print("== DA3 once: skipped (DA3's camera poses did not run here) ==")
+        return
+    proto = pose.make()
+    calls = []
+
+    class Counted:  # the same model, its inference calls counted (one wrapper: both extractors share its call key)
+        def inference(self, imgs, **k):
+            calls.append(len(imgs))
+            return proto.model.inference(imgs, **k)
+
+    m = Counted()
+    kw = {"model": m, "device": proto.device, "process_res": proto.process_res}
+    env = make_record("env", work / "records", size, a.seconds)
+    make_record("env", work / "records", size, WARM_SECONDS)
+    plain = open_record(env.dir)
+    plain.meta["case"]["tags"] = {}
+    timer(env, [D.DA3CameraPoses(**kw)])  # warm-up at this record's frame count
+    best = {}
+    for _ in range(max(1, a.repeats)):
+        rows = {}
+        calls.clear()
+        rows["poses"] = timer(env, [D.DA3CameraPoses(**kw)])["wall"]
+        rows["picks"] = timer(plain, [D.DA3MemoryDepth(**kw)])["wall"]
+        n_before = list(calls)
+        calls.clear()
+        rows["both"] = timer(env, [D.DA3CameraPoses(**kw), D.DA3MemoryDepth(**kw)])["wall"]
+        n_after = list(calls)
+        for k, v in rows.items():
+            best[k] = min(best.get(k, v), v)
+    before = best["poses"] + best["picks"]
+    print(f"== DA3 once: camera poses + revisit depth on {ENV_RECORD[1]} ({env.n_frames} frames, {size[0]}x{size[1]}) ==")
+    print(f"  before: two calls of {n_before} views, {best['poses']:.2f} + {best['picks']:.2f} = {before:.2f} s "
+          f"(two decodes); after: one call of {n_after} views with one decode, {best['both']:.2f} s "
+          f"({100 * (before - best['both']) / before:+.0f} % saved; best of {max(1, a.repeats)})")
 
 
 # ------------------------------------------------------------------------------------------------ printing
@@ -916,6 +968,7 @@ def main(argv=None):
         for size in sizes:
             res = run_size(a, specs, size, work, timer)
             report(a, specs, res)
+            da3_once(a, specs, size, work, timer)
         la = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"== total {time.perf_counter() - t_all:.0f} s; {os.cpu_count()} cores, load average {la:.1f} ==")
     finally:
