@@ -218,7 +218,7 @@ def parse_meta(meta: dict, name: str = "", default_fps: float = 16.0, strict: bo
                           f"size={r.width}x{r.height}): regenerate the record")
     return RecordMeta(m["record_format"], written_format(meta), m.get("kind"), m.get("case_id"), views, requested,
                       achieved, intr, files, bool(m.get("complete")), case, m.get("adapter") or {},
-                      list(m.get("caveats") or []))
+                      list(m["caveats"]) if isinstance(m.get("caveats"), list) else [])
 
 
 def _intrinsics(block: dict, size, strict: bool) -> PlanIntrinsics:

@@ -61,12 +61,12 @@ def full_video(monkeypatch, tmp_path):
             started.append(Path(path))
             super().__init__(link, *a, **kw)
 
-    monkeypatch.setattr(records, "VideoWriter", FullWriter)
+    monkeypatch.setattr(runner, "VideoWriter", FullWriter)  # the rollout loop writes the videos
     return started
 
 
 def test_encoder_disk_full_is_enospc_naming_the_file(full_video, tmp_path):
-    w = records.VideoWriter(tmp_path / "v.mp4", 64, 64, 16.0)
+    w = runner.VideoWriter(tmp_path / "v.mp4", 64, 64, 16.0)
     with pytest.raises(OSError) as e:
         for i in range(40):
             w.write(np.full((4, 64, 64, 3), i, np.uint8))

@@ -5,6 +5,7 @@ score high on navigation and the shared-world capabilities, the single-player ba
 a private world per view) clearly lower on state synchronization, persistence and race-condition consistency.
 """
 
+import hashlib
 import json
 import shutil
 from collections import Counter
@@ -452,6 +453,11 @@ def test_projection_key_follows_every_input_of_the_casts(runs, tmp_path):
     poses = np.load(p)
     poses[:, 0, 3] += 0.01
     np.save(p, poses)
+    assert "poses_b.npy changed after the record was written" in \
+        evaluate_run(run, progress=False, rescore=True)["errors"]["shared-state-000"]  # the record verifier first
+    meta = json.loads((p.parent / "meta.json").read_text())  # and with meta.json re-signed for the new poses:
+    meta["files"]["poses_b.npy"] = {"bytes": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+    (p.parent / "meta.json").write_text(json.dumps(meta))
     again = evaluate_run(run, progress=False, rescore=True)
     # every feature of view B is keyed by its poses too: the rescore finds none cached (never the old casts)
     assert "not cached" in again["errors"]["shared-state-000"]
