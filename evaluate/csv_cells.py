@@ -22,7 +22,12 @@ def _csv_cell(v) -> str:
     return s
 
 
-def write_csv(path: Path, rows):
+def csv_text(rows) -> str:
+    """The CSV text of ``rows``, quoted, each formula-looking cell neutralised (for a confined writer to write)."""
     buf = io.StringIO()
     csv.writer(buf).writerows([[_csv_cell(c) for c in row] for row in rows])
-    path.write_text(buf.getvalue())
+    return buf.getvalue()
+
+
+def write_csv(path: Path, rows):
+    path.write_text(csv_text(rows))

@@ -37,9 +37,11 @@ line prints as ``error:`` lines, exit status 2.
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
+from worldgate.generate.outputs import OutputFolder
 from worldgate.generate.provenance import differences
 
 from . import protocol as PR
@@ -129,17 +131,26 @@ def write_report(run_dirs: list[str | Path], out: str | Path, allow_mixed: bool 
     if len(set(names)) != len(names):
         raise ReportError(f"two runs share a folder name ({names}); rename one so the tables can tell them apart")
     comp = comparability(runs, allow_mixed)  # refused before anything is written
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # every file through one confined writer: nothing is written through a link planted in the folder (a link where
+    # a file goes is replaced, its target untouched; a folder that is a link is refused), and at the end what an
+    # earlier report put here and this one did not write again (the pages and videos of runs no longer in it) is
+    # removed, by the folder's manifest: nothing else in the folder is touched
+    folder = OutputFolder(Path(out), tag="report", replace_links=True)
     written = {}
-    (out / "comparability.md").write_text(comp)
+    folder.write_text("comparability.md", comp)
     written["comparability"] = "comparability.md"
-    written.update(write_tables(runs, out))  # every table the benchmarks declare
+    written.update(write_tables(runs, folder))  # every table the benchmarks declare
     for name, fn in (("profile.png", plot_profile), ("distributions.png", plot_distributions),
                      ("revisit_decay.png", plot_revisit_decay), ("context.png", plot_context)):
-        if fn(runs, out / name):
+        png = io.BytesIO()
+        if fn(runs, png):
+            folder.write_bytes(name, png.getvalue())
             written[name] = name
-    written["html"] = write_html(runs, out).name
+    written["html"] = write_html(runs, folder).name
+    removed = folder.finish()
+    if removed:
+        log.info("removed %d file(s) an earlier report wrote in %s and this one did not: %s", len(removed),
+                 folder.root, ", ".join(removed[:5]) + (", ..." if len(removed) > 5 else ""))
     return written
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from worldgate.generate.outputs import OutputFolder
 from worldgate.generate.records import read_meta_reason
 
 log = logging.getLogger("worldgate.report")
@@ -87,16 +88,19 @@ def slug(s, limit: int = 80) -> str:
 _OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def publish(src: Path, dst: Path, want: str | None = None) -> str | None:
+class _NotPublished(Exception):
+    """Raised inside a copy to abandon it (the confined writer then removes its temporary file)."""
+
+
+def publish(src: Path, dst: Path, want: str | None = None, folder: OutputFolder | None = None) -> str | None:
     """Copy ``src`` to ``dst`` (never a hard link: the report's media are its own, so editing them never edits the
-    run), replacing whatever ``dst`` was (a stale video, a planted link); never follows a link at ``src``. The copy
-    is hashed as it is made: with ``want`` (the sha256 the record's meta.json records) a file whose content differs is
-    not published; without one, a file with other hard links is not either (it may be any file of the machine linked
-    in). Returns None when published, else why not."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    if os.path.lexists(tmp):
-        tmp.unlink()
+    run) through the report's confined writer ``folder`` (default: one at ``dst``'s folder): atomic, never through a
+    link planted in the report folder (such a link is an :class:`OutputError` naming it); never follows a link at
+    ``src``. The copy is hashed as it is made: with ``want`` (the sha256 the record's meta.json records) a file whose
+    content differs is not published; without one, a file with other hard links is not either (it may be any file of
+    the machine linked in). Returns None when published, else why not."""
+    folder = folder if folder is not None else OutputFolder(dst.parent, tag="report")
+    rel = Path(dst).relative_to(folder.root)
     try:
         fd = os.open(src, _OPEN)
     except OSError as e:
@@ -109,20 +113,20 @@ def publish(src: Path, dst: Path, want: str | None = None) -> str | None:
         if want is None and st.st_nlink > 1:
             return (f"it has {st.st_nlink} hard links and meta.json records no sha256 to check it against (it may be "
                     "any file linked into the record)")
+
+        def fill(g):
+            for b in iter(lambda: f.read(1 << 20), b""):
+                h.update(b)
+                g.write(b)
+            got = h.hexdigest()
+            if want is not None and got != want:
+                raise _NotPublished(f"its content is not the record's video (sha256 {got[:12]}..., meta.json records "
+                                    f"{want[:12]}...): restore the record's video or regenerate the record")
+
         try:
-            with open(tmp, "xb") as g:
-                for b in iter(lambda: f.read(1 << 20), b""):
-                    h.update(b)
-                    g.write(b)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    got = h.hexdigest()
-    if want is not None and got != want:
-        tmp.unlink()
-        return (f"its content is not the record's video (sha256 {got[:12]}..., meta.json records {want[:12]}...): "
-                "restore the record's video or regenerate the record")
-    os.replace(tmp, dst)
+            folder.write(rel, fill)
+        except _NotPublished as e:
+            return str(e)
     return None
 
 
@@ -184,19 +188,21 @@ def prompt(run: Path, rec: Path | None) -> str | None:
     return None if p is None else str(p)
 
 
-def link_video(run: Path, rec: Path | None, name: str, base: Path, out: Path, notes: list) -> str | None:
-    """``rec/name`` copied as ``base.mp4`` under media/ (its path relative to ``out``), or None when the record has no
-    such regular file inside the run or the file is not the record's own (:func:`publish`; a note says why)."""
+def link_video(run: Path, rec: Path | None, name: str, base: Path, out, notes: list) -> str | None:
+    """``rec/name`` copied as ``base.mp4`` under media/ (its path relative to ``out``, the report folder or its
+    :class:`OutputFolder`), or None when the record has no such regular file inside the run or the file is not the
+    record's own (:func:`publish`; a note says why)."""
     src = record_file(run, rec, name, notes)
     if src is None:
         return None
+    folder = out if isinstance(out, OutputFolder) else OutputFolder(out, tag="report")
     dst = base.with_name(base.name + ".mp4")
-    why = publish(src, dst, recorded_sha(rec, name))
+    why = publish(src, dst, recorded_sha(rec, name), folder)
     if why:
         log.warning("skipped %s: %s", src, why)
         notes.append(f"{name} skipped: {why}")
         return None
-    return dst.relative_to(out).as_posix()
+    return dst.relative_to(folder.root).as_posix()
 
 
 def seg_label(seg) -> str:

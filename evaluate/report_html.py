@@ -17,6 +17,8 @@ import os
 import re
 from pathlib import Path
 
+from worldgate.generate.outputs import OutputFolder
+
 from .metrics import benchmarks, metric_info
 from .report_files import ReportError, esc, link_video, prompt, record_dir, script_json, slug, trajectory
 from .report_page import HTML, JS
@@ -80,8 +82,10 @@ def _case_data(runs, media: Path, out: Path) -> dict:
 
 
 
-def write_html(runs, out: Path) -> Path:
-    media = out / "media"
+def write_html(runs, out) -> Path:
+    """index.html and media/ written through ``out``, the report's OutputFolder (or a folder to open one on)."""
+    out = out if isinstance(out, OutputFolder) else OutputFolder(Path(out), tag="report")
+    media = out.root / "media"
     data = {
         "runs": [r["name"] for r in runs],
         "metrics": {m: {"name": i["name"], "range": i["range"], "higher": i["higher_is_better"]}
@@ -95,9 +99,7 @@ def write_html(runs, out: Path) -> Path:
             "CSP": esc(f"script-src 'sha256-{sha}'; object-src 'none'; base-uri 'none'; form-action 'none'"),
             "DATA": script_json(data), "SCRIPT": JS}
     page = re.sub(r"__(TITLE|CSP|DATA|SCRIPT)__", lambda m: subs[m.group(1)], HTML)  # one pass: no rescan of data
-    p = out / "index.html"
-    p.write_text(page)
-    return p
+    return out.write_text("index.html", page)
 
 
 __all__ = ["ReportError", "signals_or_why", "write_html"]

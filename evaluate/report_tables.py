@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .csv_cells import write_csv
+from worldgate.generate.outputs import OutputFolder
+
+from .csv_cells import csv_text
 from .metrics import benchmarks, metric_info
 from .report_files import esc
 from .score import Table
@@ -104,16 +106,17 @@ def table(runs: list[dict], t: Table) -> tuple[str, list[list[str]]]:
     return "\n".join(md), rows
 
 
-def write_tables(runs: list[dict], out: Path) -> dict:
-    """Each declared table into ``{file}.md`` (the tables of one file one after another) and ``{csv}.csv``; returns
-    {file: "file.md"}."""
+def write_tables(runs: list[dict], out) -> dict:
+    """Each declared table into ``{file}.md`` (the tables of one file one after another) and ``{csv}.csv``, written
+    through ``out`` (the report's :class:`OutputFolder`, or a folder to open one on); returns {file: "file.md"}."""
+    folder = out if isinstance(out, OutputFolder) else OutputFolder(Path(out), tag="report")
     files: dict[str, list[str]] = {}
     for t in declared():
         md, rows = table(runs, t)
         files.setdefault(t.file, []).append(md)
-        write_csv(out / f"{t.csv or t.file}.csv", rows)
+        folder.write_text(f"{t.csv or t.file}.csv", csv_text(rows))
     for f, parts in files.items():
-        (out / f"{f}.md").write_text("\n".join(parts))
+        folder.write_text(f"{f}.md", "\n".join(parts))
     return {f: f"{f}.md" for f in files}
 
 

@@ -18,7 +18,6 @@ line naming the file and the field (``ResultsError``), never an internal error.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import math
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
+from worldgate.generate.outputs import OutputFolder
 from worldgate.generate.record_files import RecordError, read_regular_text
 
 from .metrics import benchmarks, metric_info
@@ -318,16 +318,13 @@ def clean(x):
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file beside it, then a rename): a full disk left a truncated
-    results.json in place of the last good one."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    """Write ``path`` whole or not at all, confined to its folder (generate/outputs.OutputFolder: a temporary file
+    beside it, then a rename; a ``path`` that is a link planted in the folder is refused, never written through): a
+    full disk left a truncated results.json in place of the last good one."""
+    path = Path(path)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:  # no fsync: the guard is against a torn file, not power loss
-            f.write(text)
-        os.replace(tmp, path)
+        OutputFolder(path.parent, create=False).write_text(path.name, text)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         if e.errno == errno.ENOSPC:
             raise OSError(e.errno, f"no space left on device writing {path.name} in {path.parent} (the previous "
                                    f"{path.name}, if any, is kept): free some space and run evaluate again") from None
@@ -358,20 +355,19 @@ def write_results(run: Path, results: dict, samples: list[dict], history: bool =
     in ``run`` that get the results text (an import's worldmark_import.json). Returns the results text."""
     run = Path(run)
     text, lines = encode(results, samples)
-    write_atomic(run / "samples.jsonl", lines)
-    write_atomic(run / "results.json", text)
-    for name in also:
-        write_atomic(run / name, text)
+    for name, body in (("samples.jsonl", lines), ("results.json", text), *((n, text) for n in also)):
+        write_atomic(run / name, body)  # a results.json planted as a link in the run is refused, never followed
     hist = run / "results"
     if history and not hist.is_symlink():
-        hist.mkdir(exist_ok=True)
+        out = OutputFolder(run, create=False)
+        out.folder("results")  # a real folder (a link or a file there is an OutputError naming it)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         name, k = stamp, 1
         while os.path.lexists(hist / f"results_{name}.json"):  # two evaluations within one second
             k += 1
             name = f"{stamp}-{k}"
-        write_atomic(hist / f"samples_{name}.jsonl", lines)
-        write_atomic(hist / f"results_{name}.json", text)
+        out.write_text(f"results/samples_{name}.jsonl", lines)
+        out.write_text(f"results/results_{name}.json", text)
     return text
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from worldgate.generate.outputs import OutputFolder
 from worldgate.generate.provenance import environment, models_of, resolved_revision
 from worldgate.generate.records import RecordError, candidate_records, git_hash, read_meta, read_record_json, record_views
 from worldgate.trajectories.registry import did_you_mean
@@ -26,7 +27,7 @@ from worldgate.trajectories.registry import did_you_mean
 from . import metrics as M
 from . import protocol as PR
 from . import uncertainty as U
-from .csv_cells import write_csv
+from .csv_cells import csv_text
 from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
 from .judges import open_judge
 from .metrics import benchmarks, metric_info, score_record
@@ -294,7 +295,7 @@ def write_leaderboard(results: list[dict], out: Path, allow_mixed: bool = False)
                          "protocol, or pass --allow-mixed (every such cell is marked); `worldgate compare A B` "
                          "compares two runs on the cases both hold")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = OutputFolder(out, tag="leaderboard")  # nothing written through a link planted in --out
     ids = [m for m in metric_info() if any(r["metrics"].get(m, {}).get("mean") is not None for r in results)]
     header = ["run", "records", "protocol"] + ids
     mark = " †" if why else ""
@@ -303,11 +304,9 @@ def write_leaderboard(results: list[dict], out: Path, allow_mixed: bool = False)
         status = (r.get("protocol") or {}).get("status", "imported" if r.get("imported") else "unknown")
         rows.append([Path(r["run"]).name, str(r["records"]), status] + [
             "" if r["metrics"].get(m, {}).get("mean") is None else f"{r['metrics'][m]['mean']:.4g}{mark}" for m in ids])
-    csv = out / "leaderboard.csv"
-    write_csv(csv, [header] + rows)  # quoted, and formula-looking names neutralised
-    md = out / "leaderboard.md"
+    csv = folder.write_text("leaderboard.csv", csv_text([header] + rows))  # quoted, formula-looking names neutralised
     names = ["run", "records", "protocol"] + [metric_info()[m]["name"] for m in ids]
-    md.write_text("| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
+    md = folder.write_text("leaderboard.md", "| " + " | ".join(names) + " |\n|" + "---|" * len(names) + "\n" +
                   "".join("| " + " | ".join(r) + " |\n" for r in rows) +
                   f"\nbackend: {json.loads(backs.pop())}\n" +
                   (f"\n† mixed protocols (--allow-mixed): {'; '.join(why)}\n" if why else "") +
