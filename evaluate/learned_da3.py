@@ -54,6 +54,7 @@ import cv2
 import numpy as np
 
 from .features import Extractor, FeatureError
+from .shared_views import SharedViews, release_views, shared_views
 
 DA3_ID = "depth-anything/DA3-LARGE-1.1"  # WorldMark's default (wc:31 DA3_MODEL)
 ENV_MODEL = "DA3_MODEL"
@@ -309,61 +310,6 @@ def inverse_depth_grid(depth: np.ndarray, grid: int = GRID) -> np.ndarray:
     return iv.reshape(*iv.shape[:-2], grid, hh // grid, grid, ww // grid).mean(axis=(-3, -1)).astype(np.float32)
 
 
-class _SharedViews:
-    """The frames one DA3 call takes, shared by the extractors of one pass that need the same call (camera poses and
-    revisit depth of an Environment record): each frame is resized once, kept once, and the model runs once; the
-    first extractor to finish runs it, the others read its prediction."""
-
-    def __init__(self):
-        self.frames: dict[int, np.ndarray] = {}
-        self.lock = threading.Lock()
-        self.users = 0
-        self.result: dict | None = None
-        self.order: list[int] = []
-
-    def put(self, i: int, frame: np.ndarray, resize) -> None:
-        if i not in self.frames:  # two threads may both resize frame i: the frames are equal, one is kept
-            f = resize(frame)
-            with self.lock:
-                self.frames.setdefault(i, f)
-
-    def predict(self, model, process_res: int, method: str) -> tuple[list[int], dict]:
-        with self.lock:
-            if self.result is None:
-                self.order = sorted(self.frames)
-                self.result = predict(model, [self.frames[i] for i in self.order], process_res, method) \
-                    if self.order else {}
-                self.frames = {}
-            return self.order, self.result
-
-
-_SHARED_LOCK = threading.Lock()
-_SHARED: "dict[tuple, tuple[object, _SharedViews]]" = {}  # (id(record), call key) -> (the record, its views)
-_SHARED_MAX = 8  # passes whose extractor failed before finish() leave an entry: the oldest go
-
-
-def shared_views(rec, key: tuple) -> _SharedViews:
-    """The views of the DA3 call ``key`` (model, process size and method) on ``rec`` in this pass (the extractors of
-    one ``compute_features`` call are started on the same record object); call :func:`release_views` when done."""
-    with _SHARED_LOCK:
-        k = (id(rec), key)
-        hit = _SHARED.get(k)
-        if hit is None or hit[0] is not rec:
-            while len(_SHARED) >= _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
-            hit = _SHARED[k] = (rec, _SharedViews())
-        hit[1].users += 1
-        return hit[1]
-
-
-def release_views(rec, key: tuple, views: _SharedViews) -> None:
-    with _SHARED_LOCK:
-        views.users -= 1
-        k = (id(rec), key)
-        if views.users <= 0 and k in _SHARED and _SHARED[k][1] is views:
-            del _SHARED[k]
-
-
 class _DA3Extractor(Extractor):
     backend = "learned"
     max_side = None  # native frames: fe:_read resizes them itself; the API resizes for camera poses
@@ -382,6 +328,9 @@ class _DA3Extractor(Extractor):
 
     def label(self) -> str:
         return "a given model" if self.given else model_id(self.hf_id)
+
+    def _predict(self, frames: list) -> dict:
+        return predict(self._model(), frames, self.process_res, self.method)
 
     def call_key(self) -> tuple:
         """What makes two extractors' DA3 calls on every frame the same call: the model and how frames are processed."""
@@ -465,7 +414,7 @@ class DA3CameraPoses(_DA3Extractor):
         n = int(rec.n_frames or 0)
         self.gap = max(1, math.ceil(n / self.max_views)) if self.max_views and n > self.max_views else 1
         # every frame: the call DA3MemoryDepth makes on the same record (one call in a pass that has both)
-        self.views = shared_views(rec, self.call_key()) if self.active and self.gap == 1 else _SharedViews()
+        self.views = shared_views(rec, self.call_key()) if self.active and self.gap == 1 else SharedViews()
 
     def needs_frame(self, i):
         return self.active and i % self.gap == 0
@@ -480,7 +429,7 @@ class DA3CameraPoses(_DA3Extractor):
         try:
             if len(self.views.frames) < 2 and self.views.result is None:
                 raise FeatureError(f"DA3 camera poses need at least 2 frames, the video gave {len(self.views.frames)}")
-            order, P = self.views.predict(self._model(), self.process_res, self.method)
+            order, P = self.views.predict(self._predict)
         finally:
             release_views(self.rec, self.call_key(), self.views)
         if "w2c" not in P or len(P["w2c"]) != len(order):
@@ -521,7 +470,7 @@ class DA3MemoryDepth(_DA3Extractor):
         # is taken from that same call (one DA3 run for both quantities, the views of the whole rollout, one depth
         # scale); elsewhere DA3 sees frame 0 and the revisit frames only
         self.every = bool(self.keep) and tags.get("family") in AdjacentPoseExtractor.FAMILIES
-        self.views = shared_views(rec, self.call_key()) if self.every else _SharedViews()
+        self.views = shared_views(rec, self.call_key()) if self.every else SharedViews()
 
     def needs_frame(self, i):
         return self.every or i in self.keep
@@ -543,7 +492,7 @@ class DA3MemoryDepth(_DA3Extractor):
         try:
             if not self.views.frames and self.views.result is None:
                 return empty
-            called, P = self.views.predict(self._model(), self.process_res, self.method)
+            called, P = self.views.predict(self._predict)
         finally:
             release_views(self.rec, self.call_key(), self.views)
         if not called:

@@ -18,6 +18,7 @@ from test_learned import clip_processor, dino_processor, tiny_models  # noqa: E4
 from worldgate.evaluate import features as F  # noqa: E402
 from worldgate.evaluate import learned as L  # noqa: E402
 from worldgate.evaluate import learned_da3 as D  # noqa: E402
+from worldgate.evaluate import shared_views as SV  # noqa: E402
 from worldgate.evaluate.features import FeatureCache, compute_features, open_record  # noqa: E402
 from worldgate.evaluate.worldmembench.static import memory_depth_frames  # noqa: E402
 from worldgate.generate.runner import run_generate  # noqa: E402
@@ -134,7 +135,7 @@ def test_da3_runs_once_for_camera_poses_and_revisit_depth(env, tmp_path, count_d
                                FeatureCache(tmp_path / "both"))
     rec = open_record(env)
     assert model.calls == [rec.n_frames] and len(count_decodes) == 1  # one DA3 call, one decode
-    assert D._SHARED == {}  # the pass's shared frames are let go
+    assert SV.held() == 0  # the pass's shared frames are let go
     alone_p, _ = compute_features(open_record(env), [Poses(model=model)], FeatureCache(tmp_path / "p"))
     alone_m, _ = compute_features(open_record(env), [MemDepth(model=model)], FeatureCache(tmp_path / "m"))
     assert model.calls == [rec.n_frames] * 3
