@@ -46,6 +46,8 @@ ENGINE_SIZE = ["model.width=64", "model.height=64"]
 ENGINE_SECONDS = "trajectory.seconds=2"  # 32 frames at 16 fps: two 16-frame chunks
 ENGINE_SEED = 7
 REPO_SEED = 1234
+#: worldgate's own models (a plugin installed beside is proven by its own tests, through worldgate.testing)
+BUILTIN_MODELS = [n for n in MODELS.names() if MODELS.origin(n) == "worldgate"]
 
 
 def kind_of(name: str) -> str:
@@ -59,7 +61,7 @@ def kind_of(name: str) -> str:
     return "unknown"
 
 
-@pytest.mark.parametrize("name", MODELS.names())
+@pytest.mark.parametrize("name", BUILTIN_MODELS)
 def test_rollout_conformance(name, tmp_path, monkeypatch, request):
     kind = kind_of(name)
     if kind == "engine":
@@ -78,9 +80,9 @@ def test_rollout_conformance(name, tmp_path, monkeypatch, request):
 
 
 def test_every_kind_is_exercised():
-    kinds = {kind_of(n) for n in MODELS.names()}
+    kinds = {kind_of(n) for n in BUILTIN_MODELS}
     assert {"engine", "repo", "diffusers"} <= kinds and "unknown" not in kinds
-    assert any(MODELS.get(n).info.players == 2 for n in MODELS.names() if kind_of(n) == "engine")
+    assert any(MODELS.get(n).info.players == 2 for n in BUILTIN_MODELS if kind_of(n) == "engine")
 
 
 # ----------------------------------------------------------------------------------------------------- records
@@ -391,7 +393,7 @@ def check_repo(name: str, tmp_path: Path, monkeypatch, fake_video: Path, case_di
         assert meta["seed"] == REPO_SEED
 
 
-REPO_MODELS = [n for n in MODELS.names() if kind_of(n) == "repo"]
+REPO_MODELS = [n for n in BUILTIN_MODELS if kind_of(n) == "repo"]
 
 
 def xfail_when(cause: bool, reason: str, check, *args):
@@ -452,7 +454,7 @@ def _known_policy(policy: str) -> None:
     assert policy in POLICIES
 
 
-CONTEXT_CASES = [(n, p) for n in MODELS.names() if kind_of(n) in ("engine", "repo")
+CONTEXT_CASES = [(n, p) for n in BUILTIN_MODELS if kind_of(n) in ("engine", "repo")
                  for p in MODELS.get(n).info.context_policies]
 
 

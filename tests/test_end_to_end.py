@@ -121,7 +121,7 @@ def check_scored(run, results: dict, expect: set[str]) -> dict:
     return s["scores"]
 
 
-@pytest.mark.parametrize("name", MODELS.names())
+@pytest.mark.parametrize("name", [n for n in MODELS.names() if MODELS.origin(n) == "worldgate"])
 def test_every_model_end_to_end(name, tmp_path, monkeypatch):
     kind = kind_of(name)
     if kind == "diffusers":
