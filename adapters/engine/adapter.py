@@ -27,6 +27,7 @@ from worldgate.trajectories.registry import did_you_mean
 
 from ..base import Adapter, AdapterError, AdapterInfo, Chunk, NativeInputs, horizontal_fov_deg
 from .avatar import draw_avatar
+from .world import ID_AVATAR, NX, NZ, TEXKIND, VS, B, G, build_world
 
 # bounds of the Engine's model args (see the module docstring)
 ENGINE_MIN_SIDE, ENGINE_MAX_SIDE = 16, 4096  # width, height: even pixels (video encoders need even sides)
@@ -174,26 +175,20 @@ class EngineAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------------------ runtime
     def load(self, device: str = "cpu", dtype: str | None = None) -> None:
-        # .render and .world load numba (~1 s): imported here, at the first rollout, and not at module top, so that
-        # `worldgate list models` (which reads every adapter's info) stays cheap
-        from . import render, world  # noqa: F401  (compiles or loads the cached ray caster)
-
-        self._compile_once()
+        self._compile_once()  # compiles or loads the cached ray caster
 
     def _kernel(self):
-        from . import render  # numba: deferred, see load()
+        from . import render  # deferred: numba (~0.3 s) loads at the first rollout, not on `worldgate list models`
 
         if self.threads == 1:
             return render.render_frame
         if self.threads > 1:
-            import numba  # deferred, see load()
+            import numba  # deferred: see render above
 
             numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
         return render.render_frame_parallel
 
     def _compile_once(self):
-        from .world import B  # numba: deferred, see load()
-
         render_frame = self._kernel()
         if getattr(render_frame, "_worldgate_warm", False):
             return
@@ -208,8 +203,6 @@ class EngineAdapter(Adapter):
         render_frame._worldgate_warm = True
 
     def world_for(self, plan: NativeInputs, keepout: np.ndarray | None = None):
-        from .world import build_world  # numba: deferred, see load()
-
         scene = plan.extra["scene"]
         eye = THIRD_PERSON_EYE_M if plan.extra.get("view") == "third" else FIRST_PERSON_EYE_M
         keepout = plan.arrays["keepout_xz"] if keepout is None else keepout
@@ -226,8 +219,6 @@ class EngineAdapter(Adapter):
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
                tint: np.ndarray | None = None):
         """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
-        from .world import ID_AVATAR, NX, NZ, VS, B, G  # numba: deferred, see load()
-
         render_frame = self._kernel()
         H, W = self.height, self.width
         rgb = np.empty((H, W, 3), np.uint8)
@@ -237,7 +228,7 @@ class EngineAdapter(Adapter):
         tint = event_tint if tint is None else tint * event_tint
         X, Y, Z = c2w[:3, 3]
         ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
-        render_frame(world.mat, world.inst, world.level, world.occ, world.bits, B, G, world.palette, _texkind(), world.inst_mode,
+        render_frame(world.mat, world.inst, world.level, world.occ, world.bits, B, G, world.palette, TEXKIND, world.inst_mode,
                      state, tint, np.ascontiguousarray(c2w[:3, :3], dtype=np.float64), ox, oh, oz, VS,
                      k[0], k[1], k[2] + 0.5, k[3] + 0.5, self.fog_m, 0.35 * self.fog_m, world.sky_top,
                      world.sky_horizon, world.clouds, rgb, depth, ids, self.sample)
@@ -462,8 +453,3 @@ def dynamic_questions(world, targets: dict, plan: NativeInputs, depth0: np.ndarr
 def _keepout(c2w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(c2w[:, :3, 3][:, [0, 2]], dtype=np.float64)
 
-
-def _texkind():
-    from .world import TEXKIND  # numba: deferred, see load()
-
-    return TEXKIND

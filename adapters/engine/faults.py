@@ -34,6 +34,7 @@ from worldgate.trajectories.core import Look, Move, Segment, Trajectory
 
 from ..base import AdapterInfo
 from .adapter import IN_VIEW, EngineAdapter, target_visibility
+from .world import ID_AVATAR
 
 
 def _info(name: str, note: str) -> AdapterInfo:
@@ -155,8 +156,6 @@ class ForgetEngine(_Fault):
         yield from super().rollout(plan, context, seed, with_gt)
 
     def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None):
-        from .world import ID_AVATAR  # .world loads numba (~1 s): deferred so listing models stays cheap
-
         n = len(world.inst_mode)
         if self._state is None:
             self._state = {"seen": np.full(n, -np.inf), "version": np.zeros(n, np.int64),

@@ -23,6 +23,7 @@ from worldgate.adapters.context import ContextPolicy, chunk_infos, kv_bytes
 
 from ..base import AdapterError, AdapterInfo
 from .adapter import EngineAdapter
+from .world import ID_AVATAR
 
 GRID = 16  # tokens per frame = GRID * GRID
 
@@ -60,8 +61,6 @@ class MemoryEngine(EngineAdapter):
         self.tint = None
 
     def begin_chunk(self, index, start, stop) -> None:
-        from .world import ID_AVATAR  # .world loads numba (~1 s): deferred so listing models stays cheap
-
         held = self.policy.select(self.infos[:index], self.infos[index])
         self.held = held
         n = self.n_inst

@@ -21,8 +21,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .shade import (  # noqa: F401  (the texture kinds: re-exported for the world builders)
-    TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_NOISE, TK_PLAIN, TK_PLANK, TK_STRIPE, shade_row)
+from .shade import shade_row
 
 SAMPLE = 4  # rays are traced on a 4-pixel grid; pixels between are reconstructed level by level (see _fill_row)
 

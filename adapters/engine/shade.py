@@ -12,10 +12,9 @@ import math
 import numpy as np
 from numba import njit
 
-TEX = 4  # texels per voxel face edge
+from .textures import TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_PLAIN, TK_PLANK, TK_STRIPE
 
-# texture kinds
-TK_NOISE, TK_BRICK, TK_PLANK, TK_GRASS, TK_PLAIN, TK_FACADE, TK_STRIPE, TK_LEAF = range(8)
+TEX = 4  # texels per voxel face edge
 
 
 @njit(cache=True, inline="always")

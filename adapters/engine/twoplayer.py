@@ -41,7 +41,7 @@ from worldgate.trajectories.multiworldbench.world import (
 from ..base import AdapterError, AdapterInfo, NativeInputs, horizontal_fov_deg
 from ..twoplayer import TwoPlayerAdapter, step_table
 from .adapter import EngineAdapter, transform_intrinsics_crop
-from .render import TK_NOISE, TK_PLAIN
+from .textures import TK_NOISE, TK_PLAIN
 from .world import M_GRASS, M_LEAVES, M_STONE, NX, NZ, TEXKIND, VS, B, G, block_bits, block_distance, build_world
 
 PLAYERS = ("A", "B")

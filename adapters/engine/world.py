@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from .render import TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_NOISE, TK_PLAIN, TK_PLANK, TK_STRIPE
+from .textures import TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_NOISE, TK_PLAIN, TK_PLANK, TK_STRIPE
 
 VS = 0.25  # metres per voxel
 NX = NZ = 256  # 64 m x 64 m, wrapping
