@@ -137,7 +137,7 @@ def video_poses(c2ws: np.ndarray, frame_num: int, n_latents: int) -> np.ndarray:
 
 def plan_chunks(c2ws: np.ndarray, frame_num: int, chunk_size: int):
     """``(ChunkInfo list, latent spans)`` of the chunks the model will generate from these poses."""
-    from worldgate.adapters.context import ChunkInfo
+    from worldgate.adapters.context import ChunkInfo  # deferred: a script in the model's env; see import_context
 
     frame_num, lat_f = latent_count(frame_num, len(c2ws), chunk_size)
     poses = video_poses(c2ws, frame_num, lat_f)
@@ -414,7 +414,7 @@ def import_context(worldgate_path: str | None = None):
     root = find_worldgate(worldgate_path)
     if str(root) not in sys.path:
         sys.path.append(str(root))
-    from worldgate.adapters import context
+    from worldgate.adapters import context  # deferred: importable only once root is on sys.path (line above)
 
     want = (root / "worldgate" / "adapters" / "context.py").resolve()
     if Path(context.__file__).resolve() != want:

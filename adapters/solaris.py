@@ -110,6 +110,7 @@ from worldgate.trajectories.core import Look, Move
 from worldgate.trajectories.multiworldbench.world import PLAYERS, TwoPlayerCase, frame_of
 
 from .base import AdapterError, AdapterInfo, Chunk, NativeInputs, UnsupportedMotion
+from .engine.twoplayer import TwoPlayerEngine
 from .patching import Edit, Patch
 from .repo import RepoAdapter, RepoSpec, run_checkout
 from .twoplayer import step_table
@@ -496,8 +497,6 @@ class SolarisMP(RepoAdapter):
     # ------------------------------------------------------------------------------------------------ runtime
     def first_frames(self, plan: NativeInputs) -> np.ndarray:
         """Each player's start view (2, 352, 640, 3) uint8, rendered by engine-2p from the planned case."""
-        from .engine.twoplayer import TwoPlayerEngine
-
         case = self._cases.get(plan.case_id)
         if case is None:
             raise AdapterError(f"{self.info.name}: case {plan.case_id} was not planned by this adapter instance; "
