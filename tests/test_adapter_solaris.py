@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 from worldgate.adapters import AdapterError, MODELS, UnsupportedMotion, get_adapter
 from worldgate.adapters.patching import PatchError
 from worldgate.adapters.repo import command_argv
-from worldgate.adapters.solaris import ACTION_KEYS, COMMIT, OUTPUT_VIDEO, PATCH, SolarisMP, SolarisSP, split_views
+from worldgate.adapters.solaris import ACTION_KEYS, COMMIT, OUTPUT_VIDEO, SolarisMP, SolarisSP, split_views
+from worldgate.adapters.solaris_patch import PATCH
 from worldgate.trajectories.multiworldbench.world import PlayerSchedule, PlayerSeg, TwoPlayerCase
 from worldgate.trajectories.suites import load_suite
 
