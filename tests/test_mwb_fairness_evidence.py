@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldgate.evaluate.multiworldbench.capabilities import STILL_STEP_DEG, _fairness, translation_evidence
+from worldgate.evaluate.multiworldbench.navigation import STILL_STEP_DEG, fairness_score, translation_evidence
 from worldgate.evaluate.multiworldbench.protocol import PARAMS
 
 
@@ -48,22 +48,22 @@ GATE = {p: {"rot": 5.0, "trans": 0.25} for p in "AB"}
 def test_unmeasured_strafe_is_left_out_not_scored_zero():
     resp = {(0, "A"): _resp(18.7, 0, 0), (1, "B"): _resp(18.7, 0, 0),
             (6, "A"): _resp(0.07, 1.09, 6), (5, "B"): _resp(2.97, 0.0, 0)}  # B's strafe read as a 3 deg yaw
-    s = _fairness(CASE, resp, GATE, PARAMS)
+    s = fairness_score(CASE, resp, GATE, PARAMS)
     assert s.value > 99.0 and set(s.detail["classes"]) == {"^"}
     assert "A/trans" in s.detail["no_evidence"][0]
     resp[(5, "B")] = _resp(0.0, 1.09, 6)  # the same strafe, measured: compared as before
-    s = _fairness(CASE, resp, GATE, PARAMS)
+    s = fairness_score(CASE, resp, GATE, PARAMS)
     assert set(s.detail["classes"]) == {"^", "A"} and s.value > 99.0
     resp[(5, "B")] = _resp(0.0, 0.3, 6)  # measured, but a third of A's: unfair
-    assert _fairness(CASE, resp, GATE, PARAMS).detail["classes"]["A"] < 0.5
+    assert fairness_score(CASE, resp, GATE, PARAMS).detail["classes"]["A"] < 0.5
 
 
 def test_still_views_keep_the_equal_non_response_zero():
     still = {k: _resp(0.0, 0.0, 6) for k in ((0, "A"), (1, "B"), (6, "A"), (5, "B"))}
-    s = _fairness(CASE, still, GATE, PARAMS)
+    s = fairness_score(CASE, still, GATE, PARAMS)
     assert s.value == 0.0 and s.detail["classes"] == {"^": 0.0, "A": 0.0}
     # no class with evidence at all: unavailable, with the reason
     blind = {**still, (6, "A"): _resp(0.0, 1.0, 0)}
     only_trans = {**CASE, "pairs": {"o": [[6, 5]]}}
-    s = _fairness(only_trans, blind, GATE, PARAMS)
+    s = fairness_score(only_trans, blind, GATE, PARAMS)
     assert s.value is None and "translation evidence" in s.reason

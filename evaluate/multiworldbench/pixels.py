@@ -20,14 +20,14 @@ from .record import TwoView
 
 
 # ------------------------------------------------------------------------------------------------------ pixels
-def _erode(mask: np.ndarray) -> np.ndarray:
+def eroded_mask(mask: np.ndarray) -> np.ndarray:
     if mask.sum() < 30:
         return mask
     e = cv2.erode(mask.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
     return e if e.sum() >= 6 else mask
 
 
-def _bbox(mask: np.ndarray, grow: float, min_px: int = 3):
+def grown_box_mask(mask: np.ndarray, grow: float, min_px: int = 3):
     ys, xs = np.nonzero(mask)
     if len(xs) == 0:
         return None
@@ -51,17 +51,17 @@ def expected_scene(tv: TwoView, viewer: str, f: int, only_cells=False):
     return state, boxes
 
 
-def _cast_now(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
+def cast_view_now(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
     """Ray cast ``boxes`` from ``viewer``'s commanded pose at frame f: the index of the first box hit per pixel (-1:
     none). The only place the measured path calls :func:`cast_boxes`."""
     return cast_boxes(tv.K, tv.poses[viewer][f], tv.width, tv.height, boxes)[1]
 
 
-def _cast(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
-    """:func:`_cast_now`, served by the record's projection (a cached feature, see :mod:`.projection`) when one is
+def cast_view(tv: TwoView, viewer: str, f: int, boxes) -> np.ndarray:
+    """:func:`cast_view_now`, served by the record's projection (a cached feature, see :mod:`.projection`) when one is
     attached: a rescore casts nothing."""
     proj = tv.projection
-    return _cast_now(tv, viewer, f, boxes) if proj is None else proj.cast(viewer, f, boxes)
+    return cast_view_now(tv, viewer, f, boxes) if proj is None else proj.cast(viewer, f, boxes)
 
 
 #: the four cells beside a marked column (a block there is a misplaced one)
@@ -87,13 +87,13 @@ def probe_geometry(tv, viewer, f, boxes, cell, ground=False) -> tuple[np.ndarray
         probe = Box((cell[0] + 0.5, EYE_M - 0.01, cell[2] + 0.5), (0.5, 0.01, 0.5), (1, 0, 0), "probe")
     else:
         probe = Box((cell[0] + 0.5, EYE_M - (cell[1] + 0.5), cell[2] + 0.5), (0.5, 0.5, 0.5), (1, 0, 0), "probe")
-    idx = _cast(tv, viewer, f, others + [probe])
+    idx = cast_view(tv, viewer, f, others + [probe])
     mask = idx == len(others)
     full = int(mask.sum())
     if not ground and len(others) == len(boxes):
         # a cell the game state leaves empty: only where nothing expected lies behind it (2 px away from anything
         # expected, which bleeds into its edges) would a block there show
-        behind = _cast(tv, viewer, f, others)
+        behind = cast_view(tv, viewer, f, others)
         near = cv2.dilate((behind >= 0).astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
         mask &= ~near
     return mask, full
@@ -106,7 +106,7 @@ def probe_cell(tv, viewer, f, boxes, cell, lab, P, ground=False) -> dict:
     area = int(mask.sum())
     if area < max(P_(P, "mwb_min_px"), 0.15 * full):
         return {"observable": False, "area": area}
-    m = mask if ground else _erode(mask)  # the mark's centre continues into its red arms: no edge to erode
+    m = mask if ground else eroded_mask(mask)  # the mark's centre continues into its red arms: no edge to erode
     lv = lab[m]
     if lv.size:  # each class's share, counted at once: count / size, as np.mean of the class's mask gives it
         counts = np.bincount(lv + 1, minlength=len(CLASS_NAMES) + 1)[1:]  # -1 (no class) first
@@ -162,7 +162,7 @@ def column_answers(tv: TwoView, viewer: str, f: int, lab: np.ndarray, column, op
 QUESTIONS = {"place": ("success", "count", "location", "material"), "destroy": ("success", "count", "location")}
 
 
-def _majority(vals: list[bool]) -> bool:
+def majority(vals: list[bool]) -> bool:
     return sum(bool(v) for v in vals) * 2 > len(vals)
 
 
@@ -179,4 +179,4 @@ def view_verdicts(tv, feats, viewer, times_frames, column, op, P):
             return None, ans["why"], raw
         for q in per:
             per[q].append(ans[q])
-    return {q: _majority(v) for q, v in per.items()}, None, raw
+    return {q: majority(v) for q, v in per.items()}, None, raw

@@ -35,7 +35,7 @@ import numpy as np
 from worldgate.trajectories.multiworldbench import world
 
 from ..features import FeatureCache, MissingFeature
-from .pixels import _cast, _cast_now, column_cells, expected_scene, probe_geometry
+from .pixels import cast_view, cast_view_now, column_cells, expected_scene, probe_geometry
 from .protocol import VIEWS
 from .record import TwoView, needed_frames
 
@@ -99,7 +99,8 @@ class Projection:
         return f"{self.name}@{self.version}.{self.digest[:16]}-{self.backend}"
 
     def cast(self, viewer: str, f: int, boxes) -> np.ndarray:
-        """The index map of the first box hit per pixel (-1: none), as :func:`~.pixels._cast_now` gives it; read-only."""
+        """The index map of the first box hit per pixel (-1: none), as :func:`~.pixels.cast_view_now` gives it;
+        read-only."""
         k = cast_key(viewer, f, boxes)
         if self._at != (viewer, f):
             self._at, self._maps = (viewer, f), {}
@@ -113,7 +114,7 @@ class Projection:
             raise MissingFeature(f"{self.tv.dir.name}: the cached {self.key()} lacks a cast of view {viewer} at frame "
                                  f"{f} ({len(boxes)} boxes); run evaluate without --rescore first")
         else:
-            m = np.ascontiguousarray(_cast_now(self.tv, viewer, f, boxes), np.int32)
+            m = np.ascontiguousarray(cast_view_now(self.tv, viewer, f, boxes), np.int32)
             self.stored[k] = zlib.compress(m.tobytes(), 1)
             self.added += 1
             self.casts += 1
@@ -156,7 +157,7 @@ def project(tv: TwoView, proj: Projection) -> None:
         for v in VIEWS:
             for f in needed_frames(tv):
                 state, boxes = expected_scene(tv, v, f)
-                _cast(tv, v, f, boxes)  # the scene: avatars, structures, and what lies behind an empty cell
+                cast_view(tv, v, f, boxes)  # the scene: avatars, structures, and what lies behind an empty cell
                 if column is None:
                     continue
                 i, k = column

@@ -54,11 +54,11 @@ def P_(P: dict, name: str) -> float:
     return float(P.get(name, PARAMS[name]))
 
 
-def _score(value, path, **detail) -> Score:
+def path_score(value, path, **detail) -> Score:
     return Score(None if value is None else float(value), None, dict(detail, path=path))
 
 
-def _na(reason, path) -> Score:
+def path_na(reason, path) -> Score:
     s = na(reason)
     s.detail = {"path": path}
     return s

@@ -125,7 +125,7 @@ class KeyFrames(Extractor):
                                            "pixel's nearest chromaticity class")
 
 
-def _frame(t: float, tv: TwoView) -> int:
+def frame_at(t: float, tv: TwoView) -> int:
     return int(min(max(frame_of(t, tv.fps), 0), tv.n_frames - 1))
 
 
@@ -142,10 +142,10 @@ def needed_frames(tv: TwoView) -> list[int]:
     elif task in ("building_reveal", "concurrent_placement"):
         times = list(c["frames_s"])
     elif task == "delayed_revisit":
-        f0 = _frame(c["first_s"], tv)
-        f1 = _frame(c["return_s"], tv) if "return_s" in c else f0 + int(c["gap_frames"])
+        f0 = frame_at(c["first_s"], tv)
+        f1 = frame_at(c["return_s"], tv) if "return_s" in c else f0 + int(c["gap_frames"])
         return [f0, min(f1, tv.n_frames - 1)]
-    return [_frame(t, tv) for t in times]
+    return [frame_at(t, tv) for t in times]
 
 
 def needs(tv: TwoView) -> dict:

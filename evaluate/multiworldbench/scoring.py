@@ -10,13 +10,13 @@ from ..features import FeatureCache, FeatureError
 from ..score import na
 from .capabilities import (
     cross_view_scores,
-    navigation_scores,
     persistence_scores,
     race_scores,
     revisit_scores,
     state_scores,
     structure_scores,
 )
+from .navigation import navigation_scores
 from .projection import attach_projection, projection_info, save_projection
 from .protocol import CAPABILITIES, KIND, PARAMS, TASK_OF, TRACKS, VIEWS
 from .record import TwoView, extractor_info, open_two_view, view_features

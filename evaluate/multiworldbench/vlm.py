@@ -16,8 +16,8 @@ from worldgate import prompts
 
 from ..judges import Judge, JudgeError, parse_yes_no
 from ..score import Score
-from .pixels import QUESTIONS, _majority, expected_scene
-from .protocol import VIEWS, _na, _score
+from .pixels import QUESTIONS, majority, expected_scene
+from .protocol import VIEWS, path_na, path_score
 
 
 # ------------------------------------------------------------------------------------------------------ judge
@@ -74,7 +74,7 @@ def _kf(feats, v, f):
 
 def _judge_or_na(judge, cap):
     if not getattr(judge, "available", True):
-        return _na(judge.reason, "vlm")
+        return path_na(judge.reason, "vlm")
     return None
 
 
@@ -87,9 +87,9 @@ def _vlm(fn):
         try:
             return fn(tv, judge, *a)
         except JudgeError as e:  # no answer came back: unavailable with the reason, never a score
-            return _na(f"the VLM judge gave no answer: {e}", "vlm")
+            return path_na(f"the VLM judge gave no answer: {e}", "vlm")
         except Unparsed as e:
-            out = _na(f"the VLM judge's answer could not be parsed as yes/no (counted, never guessed): {e}", "vlm")
+            out = path_na(f"the VLM judge's answer could not be parsed as yes/no (counted, never guessed): {e}", "vlm")
             out.detail["unparsed"] = 1
             return out
     wrapped.__name__ = fn.__name__
@@ -103,7 +103,7 @@ def vlm_cross_view(tv, judge, feats, c, f0, f1) -> Score:
         (load_prompt("cross_view_motion_observer", actor=c["actor"], colour=colours[c["actor"]], key=c["key"]),
          [_kf(feats, c["observer"], f0), _kf(feats, c["observer"], f1)]),
         (load_prompt("cross_view_motion_actor", key=c["key"]), [_kf(feats, c["actor"], f0), _kf(feats, c["actor"], f1)])])
-    return _score(100.0 * obs * act, "vlm", q_observer=obs, q_actor=act, judge=_judge_name(judge))
+    return path_score(100.0 * obs * act, "vlm", q_observer=obs, q_actor=act, judge=_judge_name(judge))
 
 
 def _state_questions(c, tv, f):
@@ -122,7 +122,7 @@ def vlm_state(tv, judge, feats, c, frames) -> Score:
           for q in QUESTIONS[c["op"]] for v in VIEWS]
     ans = _ask_all(judge, [(p, [_kf(feats, v, frames[-1])]) for _, p, v in qs])
     both = {q: all(a for (q2, _, _), a in zip(qs, ans) if q2 == q) for q in QUESTIONS[c["op"]]}
-    return _score(100.0 * np.mean(list(both.values())), "vlm", both=both, judge=_judge_name(judge))
+    return path_score(100.0 * np.mean(list(both.values())), "vlm", both=both, judge=_judge_name(judge))
 
 
 @_vlm
@@ -131,7 +131,7 @@ def vlm_persistence(tv, judge, feats, c, frames) -> Score:
     prompt = load_prompt("persistence", op=c["op"], count=len(exp), materials=", ".join(exp) or "none")
     roles = ("operator", "observer")
     q = dict(zip(roles, _ask_all(judge, [(prompt, [_kf(feats, c[r], frames[-1])]) for r in roles])))
-    return _score(100.0 * q["operator"] * q["observer"], "vlm", q_operator=q["operator"], q_observer=q["observer"],
+    return path_score(100.0 * q["operator"] * q["observer"], "vlm", q_operator=q["operator"], q_observer=q["observer"],
                   judge=_judge_name(judge))
 
 
@@ -139,7 +139,7 @@ def vlm_persistence(tv, judge, feats, c, frames) -> Score:
 def vlm_race(tv, judge, feats, c, frames) -> Score:
     prompt = load_prompt("race")
     ok = sum(_ask_all(judge, [(prompt, [_kf(feats, "A", f), _kf(feats, "B", f)]) for f in frames]))
-    return _score(100.0 * (ok >= 2), "vlm", consistent_frames=ok, judge=_judge_name(judge))
+    return path_score(100.0 * (ok >= 2), "vlm", consistent_frames=ok, judge=_judge_name(judge))
 
 
 @_vlm
@@ -147,11 +147,11 @@ def vlm_structure(tv, judge, feats, c, frames) -> Score:
     cells = tv.spec["world"].get("structure", [])
     prompt = load_prompt("structure", n_blocks=len(cells), materials=", ".join(sorted({x[3] for x in cells})))
     ans = _ask_all(judge, [(prompt, [_kf(feats, v, f)]) for v in VIEWS for f in frames])
-    views = {v: _majority(ans[k * len(frames):(k + 1) * len(frames)]) for k, v in enumerate(VIEWS)}
-    return _score(100.0 * min(views.values()), "vlm", views=views, judge=_judge_name(judge))
+    views = {v: majority(ans[k * len(frames):(k + 1) * len(frames)]) for k, v in enumerate(VIEWS)}
+    return path_score(100.0 * min(views.values()), "vlm", views=views, judge=_judge_name(judge))
 
 
 @_vlm
 def vlm_id(tv, judge, c, im0, im1) -> Score:
     same = _ask(judge, load_prompt("id_consistency", gap=c["gap_frames"]), [im0, im1])
-    return _score(100.0 * same, "vlm", judge=_judge_name(judge))
+    return path_score(100.0 * same, "vlm", judge=_judge_name(judge))
