@@ -23,7 +23,7 @@ from worldgate.adapters.engine.adapter import EngineAdapter
 from worldgate.cli import main
 from worldgate.generate.records import RecordError, list_records, load_record
 from worldgate.generate.runner import MAX_SEED, accepted_model_args, run_generate, split_overrides
-from worldgate.trajectories import core, library, suites
+from worldgate.trajectories import core, library, segments, suites
 from worldgate.trajectories.core import Trajectory, TrajectoryError, parse_segments
 from worldgate.trajectories.registry import UnknownNameError
 from worldgate.trajectories.suites import Case, SuiteError, check_case_id, manifest_suite
@@ -70,9 +70,9 @@ def test_segment_and_trajectory_limits_name_their_constant():
     with pytest.raises(TrajectoryError, match="MAX_TRAJECTORY_SECONDS"):
         Trajectory.parse(" ".join(["W600"] * 7))
     with pytest.raises(TrajectoryError, match="MAX_SEGMENTS"):
-        parse_segments(" ".join(["W1"] * (core.MAX_SEGMENTS + 1)))
+        parse_segments(" ".join(["W1"] * (segments.MAX_SEGMENTS + 1)))
     with pytest.raises(TrajectoryError, match="MAX_SEGMENTS"):
-        Trajectory.from_dict({"segments": [{"move": "W", "seconds": 1}] * (core.MAX_SEGMENTS + 1)})
+        Trajectory.from_dict({"segments": [{"move": "W", "seconds": 1}] * (segments.MAX_SEGMENTS + 1)})
     with pytest.raises(TrajectoryError, match="MAX_SPEED_MPS"):
         Trajectory.from_dict({"text": "W1", "speed_mps": 1e308})
     with pytest.raises(TrajectoryError, match="MAX_TURN_DPS"):
@@ -419,7 +419,7 @@ def test_fuzz_trajectory_text(text):
         one_line(str(e))
         return
     event("accepted")
-    assert 0 < t.duration <= core.MAX_TRAJECTORY_SECONDS and len(t.segments) <= core.MAX_SEGMENTS
+    assert 0 < t.duration <= core.MAX_TRAJECTORY_SECONDS and len(t.segments) <= segments.MAX_SEGMENTS
     assert np.isfinite(t.poses(4.0, min(t.n_frames(4.0), 200))).all()
 
 

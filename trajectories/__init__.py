@@ -1,6 +1,7 @@
 """Unified trajectories (two channels: move and look), commanded poses, phases, the named library and suites."""
 
-from .core import (
+from .core import Phase, Trajectory, camera_rotation
+from .segments import (
     DEFAULT_FPS,
     DEFAULT_PITCH_DPS,
     DEFAULT_SPEED_MPS,
@@ -8,11 +9,8 @@ from .core import (
     GRAMMAR,
     Look,
     Move,
-    Phase,
     Segment,
-    Trajectory,
     TrajectoryError,
-    camera_rotation,
     parse_segments,
 )
 from .library import resolve

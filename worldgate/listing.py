@@ -12,7 +12,7 @@ import textwrap
 
 from worldgate.adapters import KNOWN_UNAVAILABLE, get_info, list_models
 from worldgate.evaluate.metrics import metric_info
-from worldgate.trajectories.core import GRAMMAR
+from worldgate.trajectories.segments import GRAMMAR
 from worldgate.trajectories.library import describe
 from worldgate.trajectories.suites import SUITE_HELP, SUITES
 
