@@ -173,7 +173,7 @@ class PoseExtractor(Extractor):
         trans_flow = p1 - pr if np.any(t) else np.zeros_like(p1)
         rx = float(_median(rot_flow[:, 0]))
         tx = trans_flow[:, 0] * s
-        p95, p5 = _percentiles(np.abs(tx), (95, 5))
+        p95, p5 = percentiles(np.abs(tx), (95, 5))
         # R, t: x_b = R x_a + t  (camera a -> camera b)
         return (R, t, float(abs(rx) * s), float(p95 - p5 + abs(_median(tx))), float(rx * s),
                 float(_median(np.linalg.norm(trans_flow, axis=1)) * s), True, len(p0),
@@ -209,7 +209,7 @@ def _median(x: np.ndarray):
     return (p[k - 1] + p[k]) / 2
 
 
-def _percentiles(x: np.ndarray, qs: tuple[float, ...]) -> list:
+def percentiles(x: np.ndarray, qs: tuple[float, ...]) -> list:
     """``np.percentile(x, qs)`` (linear interpolation; same values, bit for bit) of a non-empty 1-D array, from one
     partial sort and without the generic machinery that costs ten times the arithmetic on a few hundred values."""
     n = len(x)

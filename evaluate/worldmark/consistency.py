@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from .flow_eval import FAM_SIGN, FLOW_FPS, _chan, keys_of
+from .flow_eval import FAM_SIGN, FLOW_FPS, key_channel, keys_of
 
 # ----------------------------------------------------------------------------------------------------------------
 # World memory: consistency_v2 (local C1 / revisit C2)
@@ -193,7 +193,7 @@ def _reversals(aid, N):
 def _seg_dir(Sx, Srad, keys, i, N, n):
     """cv:117-123: sign * sum(channel) / sum|channel| over the whole segment i (sample range by round())."""
     k = keys[i]; lo = int(round(i / n * N)); hi = int(round((i + 1) / n * N))
-    ch = _chan(Sx, Srad, k)[lo:hi]; tot = float(np.sum(np.abs(ch)))
+    ch = key_channel(Sx, Srad, k)[lo:hi]; tot = float(np.sum(np.abs(ch)))
     if tot < 1e-6:
         return 0.0
     return FAM_SIGN[k] * float(np.sum(ch)) / tot
@@ -201,7 +201,7 @@ def _seg_dir(Sx, Srad, keys, i, N, n):
 
 def _return_start(Sx, Srad, keys, b, t0, seg_hi, cfg):
     """cv:124-134: first t0+j whose 3-sample mean of the return-direction channel >= 0.2 * mean|channel|."""
-    k = keys[b]; win = cfg.ret_win; ch = _chan(Sx, Srad, k)[t0:seg_hi]
+    k = keys[b]; win = cfg.ret_win; ch = key_channel(Sx, Srad, k)[t0:seg_hi]
     if len(ch) < win + 1:
         return None
     ret = FAM_SIGN[k] * ch; sr = float(np.mean(np.abs(ch)))

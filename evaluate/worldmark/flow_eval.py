@@ -39,7 +39,7 @@ def keys_of(action_id):
     return list(ACTION_TABLE[int(action_id)])
 
 
-def _chan(Sx, Srad, key):
+def key_channel(Sx, Srad, key):
     """The signed channel a key is scored on (fe:83-85, cv:115-116)."""
     return Srad if KEY_FLOW[key][0] == "rad" else Sx
 
@@ -185,14 +185,14 @@ def _latency(tm, Sx, Srad, keys, cfg):
     for j in range(1, n):
         k = keys[j]; t0 = j * dur / n
         kind, sgn = KEY_FLOW[k]
-        v = sgn * _chan(Sx, Srad, k)
+        v = sgn * key_channel(Sx, Srad, k)
         a, b = stable_window(j, n, dur, cfg)
         sm = (tm >= a) & (tm <= b)
         if cfg.latency_vref_scope == "video":
             vref = vref_rad if kind == "rad" else vref_x
         else:                                           # switch-off variant: the new segment's own P75
             seg = (tm >= j * dur / n) & (tm <= (j + 1) * dur / n)
-            vref = float(np.percentile(np.abs(_chan(Sx, Srad, k)[seg]), cfg.vref_percentile)) + 1e-9
+            vref = float(np.percentile(np.abs(key_channel(Sx, Srad, k)[seg]), cfg.vref_percentile)) + 1e-9
         ss = float(np.median(v[sm])) if sm.sum() > 2 else 0.0      # fe:152
         L = dur / n; thr = cfg.latency_thr_frac * vref
         if cfg.latency_gate and ss <= cfg.latency_gate_frac * vref:   # fe:155-158
@@ -233,7 +233,7 @@ def flow_score(cache, cfg=None, fps=None):
     for j, k in enumerate(keys):                                        # fe:112-142
         a, b = stable_window(j, n, dur, cfg)
         m = (tm >= a) & (tm <= b)
-        sig = _chan(Sx, Srad, k); sgn = KEY_FLOW[k][1]
+        sig = key_channel(Sx, Srad, k); sgn = KEY_FLOW[k][1]
         v = sgn * sig[m]
         if v.size < cfg.min_samples:
             m1.append({"seg": j, "key": k, "na": True}); m4.append({"seg": j, "key": k, "na": True})

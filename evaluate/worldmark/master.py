@@ -25,8 +25,8 @@ from .flow_eval import KEY_FAMILY, flow_record
 # ----------------------------------------------------------------------------------------------------------------
 # World memory: global (VGGT-Omega, vg)
 # ----------------------------------------------------------------------------------------------------------------
-from ..vggt_c3 import (C3_CONF_Q, C3_GRID_STEP, C3_MAX_FRAMES, C3_OCC_HI, C3_OCC_LO,  # noqa: E402,F401 (API)
-                       C3_STRIDE_SEC, _samp, c3_errors, c3_record, c3_select_frames)
+from ..features.models.vggt_c3 import (  # noqa: E402,F401 (API)
+    C3_CONF_Q, C3_GRID_STEP, C3_MAX_FRAMES, C3_OCC_HI, C3_OCC_LO, C3_STRIDE_SEC, c3_errors, c3_record, c3_select_frames)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..classical_geometry import _percentiles  # np.percentile's values, without its overhead
+from ..features.geometry import percentiles  # np.percentile's values, without its overhead
 from .flow_eval import ACTION_TABLE, FLOW_FPS, FlowConfig, flow_record
 from .master import MasterConfig
 
@@ -85,7 +85,7 @@ def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[
                     continue
                 d = D["disparity"][int(np.argmin(np.abs(D["frame"] - i)))].ravel().astype(float)
                 u = grid[i][..., 0].ravel().astype(float) * scale
-                q1, q99 = _percentiles(d, (1, 99))
+                q1, q99 = percentiles(d, (1, 99))
                 kp = (d >= q1) & (d <= q99)
                 iv.append(d[kp])
                 uu.append(u[kp])
@@ -122,7 +122,7 @@ def parallax(feat: dict, keys: list[str], n_frames: int, scale: float) -> tuple[
                 d = np.zeros_like(d)
             if len(d) == 0:
                 continue
-            q1, q99 = _percentiles(d, (1, 99))  # fe:203
+            q1, q99 = percentiles(d, (1, 99))  # fe:203
             kp = (d >= q1) & (d <= q99)
             iv.append(d[kp])
             uu.append(u[kp])
