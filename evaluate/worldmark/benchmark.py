@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..features.models.qalign import unavailable_reason as qalign_unavailable  # stdlib + numpy: no torch
 from ..score import Benchmark, Score, metric, na
 from ..shared import quality_scores
 from ..uncertainty import cluster_interval
@@ -75,9 +76,7 @@ def qalign_scores(feat: dict, backend: str) -> dict[str, Score]:
     qa = _qa(feat)
     if qa is None:
         if backend == "learned":
-            from ..learned_qalign import unavailable_reason
-
-            why = unavailable_reason()
+            why = qalign_unavailable()
         else:
             why = NO_QALIGN
         return {"qalign_quality": na(why), "qalign_aesthetic": na(why)}
@@ -140,7 +139,7 @@ def _inputs(feat: dict, rec: dict, backend: str, P: dict) -> dict | None:
     return out
 
 
-def _entries(items: list[dict], backend: str, P: dict, delta: float | None = None):
+def split_entries(items: list[dict], backend: str, P: dict, delta: float | None = None):
     """WorldMark's per-video records of a split: flow, C1 (with the split-wide step), C2 and C3 entries."""
     mcfg = memory_config(backend, P)
     with_emb = [it for it in items if it.get("frec") is not None and "emb" in it]
@@ -161,11 +160,14 @@ def _entries(items: list[dict], backend: str, P: dict, delta: float | None = Non
     return flow, c1, c2, c3, delta
 
 
+_entries = split_entries  # results_tree.py's name for it until that file imports split_entries
+
+
 def _row(items, backend, P, delta=None) -> tuple[dict, dict]:
     """The master row of ``items`` (one model's videos), and WorldMark's entries behind it. A run holding several
     models' videos (an import of a delivery with two MODEL folders) pools them as one row here; :func:`finish` also
     keeps each model's own row."""
-    flow, c1, c2, c3, delta = _entries(items, backend, P, delta)
+    flow, c1, c2, c3, delta = split_entries(items, backend, P, delta)
     qa = qa_entries(items)
     one = [dict(e, model="run") for e in flow], *({k: dict(v, model="run") for k, v in d.items()}
                                                   for d in (c1, c2, c3, qa))
