@@ -366,7 +366,7 @@ class RepoAdapter(Adapter):
     multi_gpu: str = ""
     #: the --model-args keys every repository adapter reads (check_checkout, gpus, provenance; ``*_path``/``*_dir``:
     #: a path the command line names); a subclass that reads more adds them (``RepoAdapter.MODEL_ARGS + (...)``).
-    #: Any other key is an error with a did-you-mean (generate.runner.accepted_model_args), never silently ignored
+    #: Any other key is an error with a did-you-mean (generate.overrides.accepted_model_args), never silently ignored
     MODEL_ARGS = ("setup", "repo", "ckpt", "allow_cpu", "gpus", "python", "*_path", "*_dir")
 
     def __init__(self, **model_args):

@@ -15,7 +15,7 @@ import worldgate.generate.interop as interop
 from worldgate.adapters.repo import command_argv, command_words
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.interop import export_worldmark, import_worldmark
-from worldgate.generate.runner import parse_overrides, split_overrides
+from worldgate.generate.overrides import parse_overrides, split_overrides
 from worldgate.trajectories.registry import UnknownNameError
 
 QUICK = ["model.width=64", "model.height=64", "model.threads=1", "trajectory.seconds=1"]

@@ -22,7 +22,8 @@ from worldgate.adapters.engine import adapter as engine_mod
 from worldgate.adapters.engine.adapter import EngineAdapter
 from worldgate.cli import main
 from worldgate.generate.records import RecordError, list_records, load_record
-from worldgate.generate.runner import MAX_SEED, accepted_model_args, run_generate, split_overrides
+from worldgate.generate.overrides import MAX_SEED, accepted_model_args, split_overrides
+from worldgate.generate.runner import run_generate
 from worldgate.trajectories import core, library, segments, suites
 from worldgate.trajectories.core import Trajectory, TrajectoryError, parse_segments
 from worldgate.trajectories.registry import UnknownNameError
