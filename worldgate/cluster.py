@@ -21,6 +21,9 @@ import re
 import time
 from pathlib import Path
 
+from worldgate.evaluate.runner import precompute_shard
+from worldgate.generate.runner import check_out, run_generate
+
 LAUNCHERS = ("local", "slurm")
 SLURM_KEYS = ("partition", "gpus", "cpus", "mem", "time", "account", "qos", "constraint", "parallelism")
 DEFAULT_TASKS = {"local": 2, "slurm": 16}
@@ -116,16 +119,12 @@ def executor(launcher: str, folder: Path, slurm: dict, gpus: int, name: str):
 # ------------------------------------------------------------------------------------------ the tasks themselves
 def generate_task(kwargs: dict, rank: int, world: int) -> dict:
     """One array task of ``generate``: this task's share of the cases (run on the cluster node)."""
-    from worldgate.generate.runner import run_generate
-
     res = run_generate(**kwargs, shard=(rank, world), progress=False)
     return {"done": res.done, "skipped": res.skipped, "failed": res.failed, "claimed": res.claimed}
 
 
 def evaluate_task(runs: list[str], backend: str, rank: int, world: int) -> dict:
     """One array task of ``evaluate``: fill the feature cache for this task's share of every run's records."""
-    from worldgate.evaluate.runner import precompute_shard
-
     return {"computed": sum(precompute_shard(Path(r), backend, rank, world) for r in runs)}
 
 
@@ -177,8 +176,6 @@ def submit(fn, arg_lists: list[list], out: Path, launcher: str, slurm: dict, gpu
 def launch_generate(kwargs: dict, launcher: str, tasks: int | None, slurm: dict, wait: bool = True,
                     echo=print, task=generate_task) -> int:
     """``generate`` over a job array; the exit status is 1 when a task or a case failed."""
-    from worldgate.generate.runner import check_out
-
     n = check_tasks(tasks, launcher)
     out = check_out(Path(kwargs["out"]))
     out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from worldgate import __version__
 from worldgate.adapters import MODELS
+from worldgate.adapters.patching import PatchError
 from worldgate.adapters.repo import SETUP_FILE, RepoAdapter, RepoSpec, parse_gpus, read_setup
 
 STEPS = ("checkout", "patch", "env", "weights", "record")
@@ -130,7 +131,6 @@ def step_patch(name: str, spec: RepoSpec, folder: Path, echo) -> dict | None:
     if spec.patch is None:
         echo(f"[setup] patch: none needed ({name} reads its controls from files)")
         return None
-    from worldgate.adapters.patching import PatchError
 
     try:
         changed = spec.patch.apply(folder)

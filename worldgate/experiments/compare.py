@@ -21,6 +21,7 @@ from worldgate.evaluate.metrics import metric_info
 from worldgate.evaluate.report import ReportError, load_run
 from worldgate.evaluate.results import read_results, read_samples
 from worldgate.generate.provenance import differences
+from worldgate.generate.runner import check_out
 
 per_case = U.per_case
 
@@ -100,8 +101,6 @@ def add_parser(sub) -> None:
 
 
 def cmd_compare(a) -> int:
-    from worldgate.generate.runner import check_out
-
     c = compare(a.a, a.b, [m.strip() for m in a.metrics.split(",")] if a.metrics else None, alpha=a.alpha)
     print(markdown(c))
     if a.out:

@@ -33,10 +33,11 @@ from pathlib import Path
 
 from worldgate.adapters.engine.faults import FAULT_TARGETS, WMB_FAULT_TARGETS
 from worldgate.evaluate.metrics import metric_info
+from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
 from worldgate.trajectories import library
-from worldgate.trajectories.suites import engine_intrinsics
+from worldgate.trajectories.suites import engine_intrinsics, load_suite
 
 #: WorldMark action ids of the validation protocol: W, A, R, WS, LR, AD, WR, LRL
 VALIDATION_IDS = (1, 3, 5, 6, 7, 8, 9, 12)
@@ -141,8 +142,6 @@ WMB_FAULT_CASES = {"engine-freeze": WMB_DYNAMIC_CASES, "engine-reset": WMB_DYNAM
 
 
 def worldmembench_manifest(path: Path, case_ids) -> Path:
-    from worldgate.trajectories.suites import load_suite
-
     cases = {c.id: c for c in load_suite("worldmembench-engine")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(cases[i].to_dict()) + "\n" for i in case_ids))
@@ -243,8 +242,6 @@ MWB_PRIVATE_ZERO = ("spatial_reasoning", "id_consistency")
 def run_multiworld_validation(out: Path, size: int = 256, limit: int | None = None, progress: bool = False) -> dict:
     """Generate and evaluate the ``multiworldbench-engine`` subset (``limit`` cases of it, all 20 by default) with
     Engine GT, the private-world baseline and the two two-player faults; the capability table and its checks."""
-    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
-
     out = Path(out)
     table = {}
     for m in MWB_MODELS:
@@ -259,8 +256,6 @@ def run_multiworld_validation(out: Path, size: int = 256, limit: int | None = No
 
 
 def check_multiworld(table: dict) -> list[dict]:
-    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
-
     gt, out = table["engine-2p"], []
     for m in CAPABILITIES:
         v = gt.get(m)
@@ -289,8 +284,6 @@ def check_multiworld(table: dict) -> list[dict]:
 
 
 def multiworld_markdown(mw: dict) -> str:
-    from worldgate.evaluate.multiworldbench.protocol import CAPABILITIES
-
     table = mw["table"]
     lines = ["## MultiWorldBench two-player faults", "",
              f"`multiworldbench-engine` subset ({mw['limit'] or 20} cases), {mw['size']}x{mw['size']}, classical "
