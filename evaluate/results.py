@@ -97,6 +97,16 @@ class FeatureStats(Open):
     cached: Count = 0
 
 
+class Protocol(Open):
+    """The protocol a run was scored under (protocol.run_protocol): the fields the report and leaderboard read."""
+    status: StrictStr
+    differences: list[StrictStr]
+    settings: dict[str, Any]
+    fingerprint: StrictStr
+    cases: Count
+    case_set: StrictStr
+
+
 class Results(BaseModel):
     """results.json. ``metrics``: id -> :class:`MetricSummary`; the benchmarks' declared sections are kept as extra
     fields, each checked by its benchmark's model (``sections()``)."""
@@ -110,7 +120,7 @@ class Results(BaseModel):
     versions: dict[str, StrictStr] = {}
     git: StrictStr | None = None
     records: Count = 0
-    protocol: dict[str, Any] | None = None
+    protocol: Protocol | None = None
     provenance: dict[str, Any] | None = None
     errors: dict[str, StrictStr] = {}
     caveats: dict[str, list[StrictStr]] = {}
@@ -240,6 +250,12 @@ def _short(v) -> str:
     s = json.dumps(v) if isinstance(v, (str, int, float, bool, type(None))) and not (
         isinstance(v, float) and not math.isfinite(v)) else (str(v) if isinstance(v, float) else f"a JSON {_kind(v)}")
     return s if len(s) <= 40 else s[:37] + "..."
+
+
+def violation_lines(e: ValidationError, where: str, prefix: tuple = ()) -> list[str]:
+    """Each violation of a pydantic ValidationError as one line ``where: "field" is ...`` (the results files' style;
+    other readers of JSON, such as the WorldMark results-root importer, word theirs the same)."""
+    return _lines(e, where, prefix)
 
 
 def _raise(lines: list[str], hint: str) -> None:
@@ -431,4 +447,4 @@ def read_samples(path: str | Path) -> list[Sample]:
 
 __all__ = ["SCHEMA_VERSION", "Open", "Number", "Count", "Share", "Seconds", "MAX_RESULTS_BYTES", "ResultsError",
            "Results", "Sample", "MetricSummary", "BackendInfo", "Config", "Interval", "FeatureStats", "Timing", "sections", "results_model", "sample_model",
-           "clean", "encode", "write_atomic", "write_results", "read_results", "read_samples"]
+           "clean", "encode", "violation_lines", "write_atomic", "write_results", "read_results", "read_samples"]

@@ -55,7 +55,8 @@ from ..results import clean, write_results
 from ..runner import aggregate, versions
 from .benchmark import COLUMN, FAMS, M_OF
 from .flow_eval import KEY_FAMILY, WORLDMARK_COMMIT, load_flow_cache
-from .master import COLS, MasterConfig, master_csv, master_rows, read_results_tree, result_dirs
+from .master import COLS, MasterConfig, master_csv, master_rows, result_dirs
+from .results_schema import read_checked_tree
 
 FORMAT = "worldmark-results"
 _SPLIT = re.compile(r"^_(real|style)_(first|third)$")
@@ -241,8 +242,8 @@ def import_worldmark_results(root: str | Path, out: str | Path, videos: str | Pa
     per_model: dict[str, list] = {}   # MODEL -> [(sfx, frec, (c1, c2, c3, qa))]
     tables = {}
     for sfx in sfxs:
-        flow, c1, c2, c3, qa = read_results_tree(str(root), sfx)
-        flow = [r for r in flow if isinstance(r, dict) and "model" in r and "stem" in r]
+        # typed and bounded (results_schema.py): a violation is one line naming the file and field, the import refused
+        flow, c1, c2, c3, qa = read_checked_tree(root, sfx)
         flow.sort(key=lambda r: (str(r["model"]), str(r["stem"])))
         rows = master_rows(flow, c1, c2, c3, qa)  # final_master's own config: its exclusions and display names
         tables[sfx] = rows
