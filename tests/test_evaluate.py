@@ -253,7 +253,7 @@ def test_classical_parallax_a_turns_majority_decides_its_motion_type():
 def test_classical_pose_pairs_triangulate_inverse_depth():
     """PoseExtractor's parallax samples of a sideways step: inverse depth proportional to 1/Z of the true points
     (unit baseline), u their horizontal flow in 640-wide pixels."""
-    from worldgate.evaluate.classical_geometry import PoseExtractor
+    from worldgate.evaluate.features.geometry import PoseExtractor
     rng = np.random.default_rng(5)
     K = np.array([[200.0, 0, 127.5], [0, 200.0, 127.5], [0, 0, 1]])
     X = np.c_[rng.uniform(-4, 4, 150), rng.uniform(-3, 3, 150), rng.uniform(3, 12, 150)]
@@ -340,7 +340,7 @@ def test_pose_extractor_follows_the_rendered_camera_under_drift(tmp_path):
     triangulated vote, used before, picked E's twisted rotation here (a 180-degree error) and, with 6 s keys, flipped
     27 of 73 baselines."""
     from worldgate.adapters import get_adapter
-    from worldgate.evaluate.classical_geometry import PoseExtractor
+    from worldgate.evaluate.features.geometry import PoseExtractor
     from worldgate.evaluate.features import FeatureCache, compute_features, open_record
     from worldgate.experiments.validate import validation_manifest
     from worldgate.trajectories.suites import Case
@@ -372,6 +372,7 @@ def test_learned_extractors_share_torchs_threads_out_by_pool_thread(run, tmp_pat
     meanwhile (no oversubscription with two models at once), and the caller's count comes back afterwards."""
     torch = pytest.importorskip("torch")
     from worldgate.evaluate import features as F
+    from worldgate.evaluate.features import pool
     from worldgate.evaluate.features import Extractor
 
     class Probe(Extractor):
@@ -389,7 +390,7 @@ def test_learned_extractors_share_torchs_threads_out_by_pool_thread(run, tmp_pat
         def finish(self):
             return {"n": np.asarray(len(self.seen))}
 
-    monkeypatch.setattr(F, "_usable_cores", lambda: 6)
+    monkeypatch.setattr(pool, "usable_cores", lambda: 6)
     before = torch.get_num_threads()
     torch.set_num_threads(5)  # a caller's own count, neither the machine's nor the pass's
     try:

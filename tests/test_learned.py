@@ -13,7 +13,10 @@ from worldgate.evaluate.worldmark import protocol as WP
 from worldgate.evaluate.worldmark.flow_eval import parallax_fit
 from worldgate.evaluate.worldmembench import camera as M_camera  # noqa: E402
 from worldgate.evaluate.features import FeatureError  # noqa: E402
-from worldgate.evaluate.learned import LearnedAppearance, LearnedDepth, LearnedFlow, LearnedQuality  # noqa: E402
+from worldgate.evaluate.features.appearance import LearnedAppearance  # noqa: E402
+from worldgate.evaluate.features.depth import LearnedDepth  # noqa: E402
+from worldgate.evaluate.features.flow import LearnedFlow  # noqa: E402
+from worldgate.evaluate.features.quality import LearnedQuality  # noqa: E402
 from worldgate.evaluate.runner import evaluate_run  # noqa: E402
 from worldgate.generate.runner import run_generate  # noqa: E402
 
@@ -40,7 +43,7 @@ def dino_processor():
     """facebook/dinov2-base's image processor (the PIL class; its Hub config as worldgate records it)."""
     from transformers import BitImageProcessorPil
 
-    from worldgate.evaluate.learned_models import DINOV2_PROCESSOR
+    from worldgate.evaluate.features.models.loaders import DINOV2_PROCESSOR
 
     return BitImageProcessorPil(**DINOV2_PROCESSOR)
 
@@ -48,7 +51,7 @@ def dino_processor():
 def clip_processor():
     from transformers import CLIPImageProcessorPil
 
-    from worldgate.evaluate.learned_models import CLIP_PROCESSOR
+    from worldgate.evaluate.features.models.loaders import CLIP_PROCESSOR
 
     return CLIPImageProcessorPil(**CLIP_PROCESSOR)
 
@@ -211,7 +214,8 @@ def tiny_sam2():
 def test_static_memory_learned_path(wmb_run):
     """DINOv2 in the masks, SAM2 silhouettes and Depth Anything at the revisit frames, through the real extractor code
     (tiny random models): every static metric but identity is scored on [0, 1]; identity is said unavailable."""
-    from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
+    from worldgate.evaluate.features.memory_depth import LearnedMemoryDepth
+    from worldgate.evaluate.features.targets import LearnedTargets
 
     dino, depth, *_ = tiny_models()
     exs = [LearnedAppearance(model=dino, processor=dino_processor(), transnet=False),
@@ -239,7 +243,7 @@ def test_static_memory_learned_path(wmb_run):
 
 
 def test_sam2_segment_is_box_prompted_and_frame_sized():
-    from worldgate.evaluate.learned import LearnedTargets
+    from worldgate.evaluate.features.targets import LearnedTargets
 
     ex = LearnedTargets(model=None, segmenter=tiny_sam2())
     frame = np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)
@@ -254,8 +258,10 @@ def test_a_model_two_features_use_is_loaded_once(monkeypatch):
     """Appearance and targets both run DINOv2, depth and memory-depth both Depth Anything: one copy each."""
     from transformers import DepthAnythingForDepthEstimation, Dinov2Model
 
-    from worldgate.evaluate import learned as L
-    from worldgate.evaluate.learned import LearnedMemoryDepth, LearnedTargets
+    from worldgate.evaluate.features.models import catalogue
+    from worldgate.evaluate.features.models.catalogue import DEPTH_ID, DINOV2_ID
+    from worldgate.evaluate.features.memory_depth import LearnedMemoryDepth
+    from worldgate.evaluate.features.targets import LearnedTargets
 
     dino, depth, *_ = tiny_models()
     calls = []
@@ -266,12 +272,12 @@ def test_a_model_two_features_use_is_loaded_once(monkeypatch):
             return model
         return from_pretrained
 
-    monkeypatch.setattr(L, "_SHARED", {})
+    monkeypatch.setattr(catalogue, "_SHARED", {})
     monkeypatch.setattr(Dinov2Model, "from_pretrained", fake(dino))
     monkeypatch.setattr(DepthAnythingForDepthEstimation, "from_pretrained", fake(depth))
     assert LearnedAppearance()._model() is LearnedTargets()._model() is dino
     assert LearnedDepth()._model() is LearnedMemoryDepth().depth._model() is depth
-    assert sorted(calls) == sorted([L.DINOV2_ID, L.DEPTH_ID])
+    assert sorted(calls) == sorted([DINOV2_ID, DEPTH_ID])
 
 
 def test_missing_models_fail_in_seconds_naming_each_with_its_fetch_command(tmp_path, monkeypatch, capsys):
@@ -280,7 +286,7 @@ def test_missing_models_fail_in_seconds_naming_each_with_its_fetch_command(tmp_p
     import time
 
     from worldgate.cli import main
-    from worldgate.evaluate.learned import models_by_feature
+    from worldgate.evaluate.features.models.catalogue import models_by_feature
     from worldgate.generate.runner import run_generate
 
     run = tmp_path / "run"

@@ -15,12 +15,18 @@ pytest.importorskip("transformers")
 
 from test_learned import clip_processor, dino_processor, tiny_models  # noqa: E402
 
-from worldgate.evaluate import features as F  # noqa: E402
-from worldgate.evaluate import learned as L  # noqa: E402
-from worldgate.evaluate import learned_da3 as D  # noqa: E402
-from worldgate.evaluate import shared_views as SV  # noqa: E402
+from worldgate.evaluate.features import core as F  # noqa: E402
+from worldgate.evaluate.features.appearance import LearnedAppearance  # noqa: E402
+from worldgate.evaluate.features.depth import LearnedDepth  # noqa: E402
+from worldgate.evaluate.features.memory_depth import LearnedMemoryDepth  # noqa: E402
+from worldgate.evaluate.features.models.loaders import CPU_BATCH, MAX_BATCH, batch_for  # noqa: E402
+from worldgate.evaluate.features.quality import LearnedQuality  # noqa: E402
+from worldgate.evaluate.features.models import da3 as D  # noqa: E402
+from worldgate.evaluate.features.camera_poses import DA3CameraPoses  # noqa: E402
+from worldgate.evaluate.features.memory_depth import DA3MemoryDepth  # noqa: E402
+from worldgate.evaluate.features import shared_views as SV  # noqa: E402
 from worldgate.evaluate.features import FeatureCache, compute_features, open_record  # noqa: E402
-from worldgate.evaluate.worldmembench.static import memory_depth_frames  # noqa: E402
+from worldgate.evaluate.features.targets import memory_depth_frames  # noqa: E402
 from worldgate.generate.runner import run_generate  # noqa: E402
 
 
@@ -56,14 +62,14 @@ def count_decodes(monkeypatch):
 
 
 def test_batch_size_follows_the_device():
-    assert L.batch_for("flow", "cpu") == L.CPU_BATCH["flow"] == 8
-    assert L.batch_for("appearance", None) == 16
-    assert L.batch_for("depth", "cuda", given=3) == 3 and L.batch_for("depth", "cpu", given=0) == 1
+    assert batch_for("flow", "cpu") == CPU_BATCH["flow"] == 8
+    assert batch_for("appearance", None) == 16
+    assert batch_for("depth", "cuda", given=3) == 3 and batch_for("depth", "cpu", given=0) == 1
     # on a GPU: half its free memory over the per-item need, between 1 and MAX_BATCH
-    assert L.batch_for("flow", "cuda:0", free_bytes=8 << 30) == 8  # 4 GiB / 512 MiB
-    assert L.batch_for("appearance", "cuda", free_bytes=80 << 30) == L.MAX_BATCH
-    assert L.batch_for("depth", "cuda", free_bytes=100 << 20) == 1
-    ex = L.LearnedDepth(model=object(), device="cpu")
+    assert batch_for("flow", "cuda:0", free_bytes=8 << 30) == 8  # 4 GiB / 512 MiB
+    assert batch_for("appearance", "cuda", free_bytes=80 << 30) == MAX_BATCH
+    assert batch_for("depth", "cuda", free_bytes=100 << 20) == 1
+    ex = LearnedDepth(model=object(), device="cpu")
     assert ex.given_batch is None and ex.batch_size == 8
 
 
@@ -71,10 +77,10 @@ def _learned_set(batch):
     """The learned.py extractors that batch frames, on the tests' tiny models (RAFT's batched pairs:
     test_learned_models.test_batched_depth_and_flow_equal_frame_by_frame, too slow to repeat here)."""
     dino, depth, clip, head = tiny_models()
-    return [L.LearnedDepth(model=depth, size=98, batch_size=batch),
-            L.LearnedAppearance(model=dino, processor=dino_processor(), transnet=False, batch_size=batch),
-            L.LearnedQuality(clip=clip, head=head, imaging=False, processor=clip_processor(), batch_size=batch),
-            L.LearnedMemoryDepth(model=depth, size=98, batch_size=batch)]
+    return [LearnedDepth(model=depth, size=98, batch_size=batch),
+            LearnedAppearance(model=dino, processor=dino_processor(), transnet=False, batch_size=batch),
+            LearnedQuality(clip=clip, head=head, imaging=False, processor=clip_processor(), batch_size=batch),
+            LearnedMemoryDepth(model=depth, size=98, batch_size=batch)]
 
 
 def test_one_decode_feeds_every_learned_extractor_and_batches_equal_frame_by_frame(env, tmp_path, count_decodes):
@@ -94,7 +100,7 @@ def test_one_decode_feeds_every_learned_extractor_and_batches_equal_frame_by_fra
             else:
                 assert np.array_equal(a, b), (name, k)
     # the batches were real: the record's frames went through DINOv2 in calls of 16
-    assert many["appearance"]["emb"].shape[0] > 2 * L.CPU_BATCH["appearance"]
+    assert many["appearance"]["emb"].shape[0] > 2 * CPU_BATCH["appearance"]
     assert np.isfinite(many["appearance"]["emb"]).all() and np.isfinite(many["memory_depth"]["depth"]).all()
 
 
@@ -121,11 +127,11 @@ def _small(frame):  # stands in for the API's boundary resize (the package is no
     return cv2.resize(np.ascontiguousarray(frame), (32, 24), interpolation=cv2.INTER_AREA)
 
 
-class Poses(D.DA3CameraPoses):
+class Poses(DA3CameraPoses):
     _resize = staticmethod(_small)
 
 
-class MemDepth(D.DA3MemoryDepth):
+class MemDepth(DA3MemoryDepth):
     _resize = staticmethod(_small)
 
 
@@ -146,7 +152,7 @@ def test_da3_runs_once_for_camera_poses_and_revisit_depth(env, tmp_path, count_d
     picks = sorted(memory_depth_frames(rec, 4))
     frames = [_small(f) for f in F.read_frames(rec.video)]
     want = model.inference(frames).depth[picks]
-    G = D.DA3MemoryDepth.GRID
+    G = DA3MemoryDepth.GRID
     want = np.stack([cv2.resize(1.0 / d, (G, G), interpolation=cv2.INTER_AREA) for d in want.astype(np.float64)])
     assert list(both["memory_depth"]["frame"]) == picks and np.allclose(both["memory_depth"]["depth"], want)
     assert len(both["camera_poses"]["c2w"]) == rec.n_frames

@@ -10,7 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("depth_anything_3")
 
-from worldgate.evaluate import learned_da3 as D
+from worldgate.evaluate.features.models import da3 as D
+from worldgate.evaluate.features.camera_poses import DA3CameraPoses
+from worldgate.evaluate.features.depth import DA3Depth
+from worldgate.evaluate.features.memory_depth import DA3MemoryDepth
 from worldgate.evaluate.features import FeatureCache, FeatureError, compute_features, open_record
 from worldgate.evaluate.shared import estimated_trajectory
 
@@ -226,7 +229,7 @@ def test_depth_feature_is_worldmarks_call_in_learneddepths_format(records, tmp_p
     from worldgate.generate.video import read_frames
 
     rec = open_record(records["lr"])
-    ex = D.DA3Depth(model=api, process_res=140)  # 504 (the API's default) is held in the test above; 140 is quicker
+    ex = DA3Depth(model=api, process_res=140)  # 504 (the API's default) is held in the test above; 140 is quicker
     assert ex.key() == "depth@da3-1-learned"
     feats, _ = compute_features(rec, [ex], FeatureCache(tmp_path / ".features"))
     F = feats["depth"]
@@ -251,7 +254,7 @@ def test_depth_feature_skips_records_worldmark_does_not_score(tmp_path, records)
 
     rec = open_record(records["lr"])
     rec.trajectory = {"segments": [{"index": 0, "move": "W", "look": "L"}]}
-    ex = D.DA3Depth(model=NoCall())
+    ex = DA3Depth(model=NoCall())
     ex.start(rec)
     assert not any(ex.needs_frame(i) for i in range(rec.n_frames))
     out = ex.finish()
@@ -264,7 +267,7 @@ def test_camera_poses_feature_every_frame(records, tmp_path, api):
     from worldgate.evaluate.worldmembench.camera import camera_following
 
     rec = open_record(records["lr"])
-    ex = D.DA3CameraPoses(model=api, process_res=56)
+    ex = DA3CameraPoses(model=api, process_res=56)
     feats, _ = compute_features(rec, [ex], FeatureCache(tmp_path / ".features"))
     C = feats["camera_poses"]
     n = rec.n_frames
@@ -280,7 +283,7 @@ def test_camera_poses_feature_every_frame(records, tmp_path, api):
 
 def test_camera_poses_max_views_and_inactive_families(records, tmp_path, api):
     rec = open_record(records["lr"])
-    ex = D.DA3CameraPoses(model=api, process_res=56, max_views=8)
+    ex = DA3CameraPoses(model=api, process_res=56, max_views=8)
     feats, _ = compute_features(rec, [ex], FeatureCache(tmp_path / ".f1"))
     C = feats["camera_poses"]
     gap = -(-rec.n_frames // 8)
@@ -289,7 +292,7 @@ def test_camera_poses_max_views_and_inactive_families(records, tmp_path, api):
     assert list(frames) == list(C["frame"])
     plain = open_record(records["lr"])  # no WorldMemBench family: not run (like AdjacentPoseExtractor)
     plain.meta["case"]["tags"] = {}
-    feats, _ = compute_features(plain, [D.DA3CameraPoses(model=api, process_res=56)], FeatureCache(tmp_path / ".f2"))
+    feats, _ = compute_features(plain, [DA3CameraPoses(model=api, process_res=56)], FeatureCache(tmp_path / ".f2"))
     assert "inactive" in feats["camera_poses"]
 
 
@@ -302,8 +305,8 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
     import cv2
 
     from worldgate.evaluate import metrics as M
-    from worldgate.evaluate.classical_geometry import analysis_K
-    from worldgate.evaluate.worldmembench.static import memory_depth_frames
+    from worldgate.evaluate.features.geometry import analysis_K
+    from worldgate.evaluate.features.targets import memory_depth_frames
     from worldgate.evaluate.worldmembench.static import depth_memory_scores
     from worldgate.generate.video import read_frames
 
@@ -315,7 +318,7 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
             calls.append(len(imgs))
             return api.inference(imgs, **k)
 
-    ex = D.DA3MemoryDepth(model=Counting(), process_res=56)
+    ex = DA3MemoryDepth(model=Counting(), process_res=56)
     assert ex.key() == "memory_depth@da3-2-learned"
     F = compute_features(rec, [ex], FeatureCache(tmp_path / ".features"))[0]["memory_depth"]
     picks = sorted(memory_depth_frames(rec, 4))
@@ -338,9 +341,9 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
     human = open_record(_record(tmp_path, "lrl-h", "L2 R2 L2", tags={"family": "human"}))
     assert memory_depth_frames(human, 4) == set()
     calls.clear()
-    out = compute_features(human, [D.DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f1"))[0]
+    out = compute_features(human, [DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f1"))[0]
     assert calls == [] and out["memory_depth"]["frame"].shape == (0,)
     plain = open_record(_record(tmp_path, "w", "W2", tags={"family": "environment"}))
     calls.clear()
-    out = compute_features(plain, [D.DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f2"))[0]
+    out = compute_features(plain, [DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f2"))[0]
     assert calls == [] and out["memory_depth"]["frame"].shape == (0,) and out["memory_depth"]["depth"].shape == (0, 32, 32)

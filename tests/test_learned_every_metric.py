@@ -31,8 +31,8 @@ from test_learned_qalign import tiny_config, tiny_processor, tiny_tokenizer
 from test_learned_targets import save_tiny_models
 from test_learned_vggt import write_checkout
 
-from worldgate.evaluate import learned_qalign as Q
-from worldgate.evaluate import learned_vggt as LV
+from worldgate.evaluate.features.models import qalign as Q
+from worldgate.evaluate.features.models import vggt as LV
 from worldgate.evaluate.metrics import FEATURES, ORDER, metric_info
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.evaluate.worldmark import benchmark as WM
@@ -94,7 +94,7 @@ def tiny(tmp_path_factory):
     """Every tiny model written where its loader looks, and the environment that points the loaders at them."""
     from safetensors.torch import save_file
 
-    from worldgate.evaluate.learned_models import aesthetic_mlp
+    from worldgate.evaluate.features.models.loaders import aesthetic_mlp
 
     root = tmp_path_factory.mktemp("tiny-every")
     paths = save_tiny_models(root)  # DINOv2, SAM2 video, GroundingDINO folders
@@ -156,7 +156,7 @@ def tiny_raft():
 def every_extractor(t) -> list:
     """One extractor per learned feature, each the registry's own constructor with a tiny model: given in memory
     where the loader has no file form (RAFT, DA3, MUSIQ), loaded from the tiny files by path otherwise."""
-    from worldgate.evaluate.learned_da3 import DA3Depth, DA3MemoryDepth
+    from worldgate.evaluate.features.models.da3 import DA3Depth, DA3MemoryDepth
 
     F = FEATURES["learned"]
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""ArcFace for WorldMemBench Human Identity (evaluate/learned_identity.py), offline: tiny IResNet weights files the test
+"""ArcFace for WorldMemBench Human Identity (evaluate/features/models/identity.py), offline: tiny IResNet weights files the test
 writes (safetensors, .pth, and an ONNX export run with onnxruntime where that optional package is installed)."""
 
 import importlib.util
@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from worldgate.evaluate.features import FeatureError
-from worldgate.evaluate.learned_identity import (
+from worldgate.evaluate.features.models.identity import (
     ARCFACE_URL,
     FaceIdentity,
     TorchArcFace,

@@ -8,8 +8,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from worldgate.evaluate import learned as L
-from worldgate.evaluate import learned_models as LM
+from worldgate.evaluate.features.models import catalogue
+from worldgate.evaluate.features.appearance import LearnedAppearance
+from worldgate.evaluate.features.depth import LearnedDepth
+from worldgate.evaluate.features.flow import LearnedFlow
+from worldgate.evaluate.features.models.catalogue import MODELS_BY_FEATURE, missing_models, models_by_feature
+from worldgate.evaluate.features.quality import LearnedQuality
+from worldgate.evaluate.features.models import loaders as LM
 from worldgate.evaluate.features import FeatureError
 
 
@@ -45,7 +50,7 @@ def tiny_clip():
 
 @pytest.fixture
 def no_shared(monkeypatch):
-    monkeypatch.setattr(L, "_SHARED", {})
+    monkeypatch.setattr(catalogue, "_SHARED", {})
 
 
 # ------------------------------------------------------------------------------------------ DINOv2 + processor
@@ -70,7 +75,7 @@ def test_appearance_embeddings_equal_the_processor_and_model(tmp_path, no_shared
     dino.save_pretrained(tmp_path)
     transformers.BitImageProcessorPil(**LM.DINOV2_PROCESSOR).save_pretrained(tmp_path)
     fs = frames(5)
-    ex = L.LearnedAppearance(hf_id=str(tmp_path), batch_size=2, transnet=False)
+    ex = LearnedAppearance(hf_id=str(tmp_path), batch_size=2, transnet=False)
     out = run(ex, fs)
     assert isinstance(ex.processor, transformers.BitImageProcessorPil)
     proc = transformers.BitImageProcessorPil(**LM.DINOV2_PROCESSOR)
@@ -84,7 +89,7 @@ def test_appearance_embeddings_equal_the_processor_and_model(tmp_path, no_shared
     assert e.shape == (5, 32) and e.dtype == np.float32
     assert np.allclose(e, want, atol=1e-5) and np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
     assert out["frame_diff"].shape == (5,) and str(out["cuts_model"]) == "frame-diff"
-    one = run(L.LearnedAppearance(model=dino, processor=proc, batch_size=1, transnet=False), fs)["emb"]
+    one = run(LearnedAppearance(model=dino, processor=proc, batch_size=1, transnet=False), fs)["emb"]
     assert np.allclose(one, e, atol=1e-5)
     assert ex.config()["processor"] == "BitImageProcessorPil" and ex.key() == "appearance@2-learned"
 
@@ -100,7 +105,7 @@ def empty_offline_hub(tmp_path, monkeypatch):
 
 
 def test_missing_processor_names_the_fetch_command(empty_offline_hub, no_shared):
-    ex = L.LearnedAppearance(model=tiny_dino(), transnet=False)
+    ex = LearnedAppearance(model=tiny_dino(), transnet=False)
     with pytest.raises(FeatureError, match="hf download facebook/dinov2-base"):
         ex.embed(frames(1))
 
@@ -114,15 +119,15 @@ def test_batched_depth_and_flow_equal_frame_by_frame():
         reassemble_hidden_size=32, reassemble_factors=[4, 2, 1, 0.5], neck_hidden_sizes=[8, 16, 32, 64],
         fusion_hidden_size=16, head_hidden_size=8))
     fs = frames(9, 64, 96)
-    a = run(L.LearnedDepth(model=depth, size=98, batch_size=1), fs)
-    b = run(L.LearnedDepth(model=depth, size=98, batch_size=4), fs)
+    a = run(LearnedDepth(model=depth, size=98, batch_size=1), fs)
+    b = run(LearnedDepth(model=depth, size=98, batch_size=4), fs)
     assert list(a["frame"]) == [0, 4, 8] and np.allclose(a["disparity"], b["disparity"], atol=1e-5)
     tv = pytest.importorskip("torchvision.models.optical_flow")
     torch.manual_seed(0)
     raft = tv.raft_small(weights=None)
     fs = frames(4, 64, 64)
-    fa = run(L.LearnedFlow(model=raft, iters=1, batch_size=1), fs)
-    fb = run(L.LearnedFlow(model=raft, iters=1, batch_size=2), fs)
+    fa = run(LearnedFlow(model=raft, iters=1, batch_size=1), fs)
+    fb = run(LearnedFlow(model=raft, iters=1, batch_size=2), fs)
     assert set(fa) == set(fb) and all(np.allclose(fa[k], fb[k], atol=1e-4) for k in fa)
     assert fa["grid"].shape[0] == 2 and np.isfinite(fa["grid"]).all()
 
@@ -173,7 +178,7 @@ def test_transnetv2_hard_cuts_as_worldmark_runs_them():
     m = LM.load_transnet()
     assert torch.are_deterministic_algorithms_enabled() == det
     fr = _two_scenes()
-    out = run(L.LearnedAppearance(model=tiny_dino(), processor=transformers.BitImageProcessorPil(**LM.DINOV2_PROCESSOR),
+    out = run(LearnedAppearance(model=tiny_dino(), processor=transformers.BitImageProcessorPil(**LM.DINOV2_PROCESSOR),
                                   transnet=m), fr)
     p = out["transnet_p"]
     assert str(out["cuts_model"]) == "transnetv2" and p.shape == (48,)
@@ -210,7 +215,7 @@ def test_laion_aesthetic_mlp_on_clip_image_embeds(tmp_path, no_shared):
     clip.save_pretrained(folder)
     transformers.CLIPImageProcessorPil(**LM.CLIP_PROCESSOR).save_pretrained(folder)
     fs = frames(9, 64, 96)
-    ex = L.LearnedQuality(hf_id=str(folder), head_path=str(tmp_path / "head.pth"), imaging=False, batch_size=2)
+    ex = LearnedQuality(hf_id=str(folder), head_path=str(tmp_path / "head.pth"), imaging=False, batch_size=2)
     out = run(ex, fs)
     proc = transformers.CLIPImageProcessorPil(**LM.CLIP_PROCESSOR)
     with torch.no_grad():
@@ -222,7 +227,7 @@ def test_laion_aesthetic_mlp_on_clip_image_embeds(tmp_path, no_shared):
 
 
 def test_missing_aesthetic_head_names_its_hub_file(empty_offline_hub):
-    ex = L.LearnedQuality(clip=tiny_clip(), imaging=False)
+    ex = LearnedQuality(clip=tiny_clip(), imaging=False)
     with pytest.raises(FeatureError, match="hf download trl-lib/ddpo-aesthetic-predictor aesthetic-model.pth"):
         ex._head()
 
@@ -263,6 +268,6 @@ def test_doctor_rows_optional_and_not_run(tmp_path, monkeypatch):
     assert "not on PyPI" in by["MemorySlices/Tartan-C-T-TSKH-spring540x960-M"]["status"]
     da3 = by["depth-anything/DA3-LARGE-1.1"]["status"]
     assert da3 == "missing" if LM.da3_status()[0] else "depth-anything-3" in da3 and da3.startswith(doctor.NOT_RUN)
-    assert {r["id"] for r in doctor.missing(table)} == {m[2] for ms in L.models_by_feature().values() for m in ms}
-    assert all(m["source"] != "pypi" for m in L.missing_models(list(L.MODELS_BY_FEATURE)))
+    assert {r["id"] for r in doctor.missing(table)} == {m[2] for ms in models_by_feature().values() for m in ms}
+    assert all(m["source"] != "pypi" for m in missing_models(list(MODELS_BY_FEATURE)))
     assert by["facebook/dinov2-base"]["memory"].startswith("~86.58 M params, ~330 MiB")  # 86.58e6 * 4 B

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 PORT = pytest.importorskip("pyiqa.archs.q_align.modeling_mplug_owl2", exc_type=ImportError)
 
-from worldgate.evaluate import learned_qalign as Q  # noqa: E402
+from worldgate.evaluate.features.models import qalign as Q  # noqa: E402
 from worldgate.evaluate.worldmark.master import qa_frame_indices  # noqa: E402
 
 SIZE = 28  # the tiny vision tower's image size (2 x 2 patches of 14)

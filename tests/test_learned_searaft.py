@@ -1,4 +1,4 @@
-"""SEA-RAFT flow (evaluate/learned_searaft.py): WorldMark's preprocessing maths by hand, the checkout / config /
+"""SEA-RAFT flow (evaluate/features/models/searaft.py): WorldMark's preprocessing maths by hand, the checkout / config /
 weights checks and their messages, the loading path against a fake checkout, and (gated on ``SEA_RAFT_CHECKOUT`` and
 ``WORLDMARK_CHECKOUT``) the real SEA-RAFT code with a tiny random config against WorldMark's own flow_eval.py."""
 
@@ -14,8 +14,9 @@ import cv2
 import numpy as np
 import pytest
 
-from worldgate.evaluate import learned_searaft as LS
-from worldgate.evaluate.classical import FlowSignals
+from worldgate.evaluate.features.models import searaft as LS
+from worldgate.evaluate.features.flow import SeaRaftFlow
+from worldgate.evaluate.features.signals import FlowSignals
 
 ENV = (LS.ENV_PATH, LS.ENV_CKPT, LS.ENV_CFG)
 #: the keys of SEA-RAFT's config/eval/spring-M.json that the model and the call read (values as published)
@@ -185,7 +186,7 @@ def test_missing_pieces_are_named_with_commands(clean, tmp_path):
     assert what[2]["fetch"] == f"hf download {LS.HF_ID} --local-dir {tmp_path / 'wdir'}"
     # the extractor fails at its first record, before any frame
     with pytest.raises(LS.MissingSeaRaft, match="SEA_RAFT_PATH"):
-        LS.SeaRaftFlow().start(None)
+        SeaRaftFlow().start(None)
 
 
 # --- a fake checkout: the loading path without SEA-RAFT ---------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_extractor_feeds_fe_inputs_and_writes_flow_signals(clean, tmp_path):
             return {"flow": [flow * 0, flow]}
 
     model, args = Const(), argparse.Namespace(scale=-1, iters=4)
-    ex = LS.SeaRaftFlow(model=model, args=args, device="cpu")
+    ex = SeaRaftFlow(model=model, args=args, device="cpu")
     assert ex.key() == "flow@searaft-1-learned" and ex.max_side is None
     ex.start(None)
     rng = np.random.default_rng(3)
@@ -345,7 +346,7 @@ def test_extractor_feeds_fe_inputs_and_writes_flow_signals(clean, tmp_path):
     cfg = ex.config()
     assert cfg["size"] == [432, 640] and cfg["scale"] == -1 and cfg["iters"] == 4 and cfg["step"] == 2
     # batched pairs: the same signals here (a constant model); the default is fe's one pair per call
-    ex2 = LS.SeaRaftFlow(model=Const(), args=args, device="cpu", batch_size=2, hud=(0.18, 0.22))
+    ex2 = SeaRaftFlow(model=Const(), args=args, device="cpu", batch_size=2, hud=(0.18, 0.22))
     ex2.start(None)
     for i, f in enumerate(frames):
         ex2.update(i, f)
@@ -471,7 +472,7 @@ def test_real_searaft_equals_worldmark_flow_eval(clean, tmp_path, monkeypatch, c
         S = fe.compute_signals(str(video), hud_model)  # fe:68-80 on the clip
         fr = fe._read(str(video), hud_model)
         assert all(np.array_equal(a, LS.analysis_frame(b, hud)) for a, b in zip(fr, frames))
-        ex = LS.SeaRaftFlow(model=model, args=args, device=dev, hud=hud)
+        ex = SeaRaftFlow(model=model, args=args, device=dev, hud=hud)
         ex.start(None)
         seen = []
         add = ex.signals.add
@@ -508,14 +509,15 @@ def test_real_searaft_equals_worldmark_flow_eval(clean, tmp_path, monkeypatch, c
     assert run_generate("engine", str(cases), tmp_path / "run", overrides=["model.width=96", "model.height=64"],
                         progress=False).exit_code == 0
     rec = open_record(tmp_path / "run" / "sr")
-    feats, _ = compute_features(rec, [LS.SeaRaftFlow(model=model, args=args, device=dev)],
+    feats, _ = compute_features(rec, [SeaRaftFlow(model=model, args=args, device=dev)],
                                 FeatureCache(tmp_path / "fc"))
     got = feats["flow"]
     # the pass gives torch cores // pool threads intra-op threads (features.compute_features; one extractor here):
     # WorldMark's side runs with the same count, since CPU sums follow it
     from worldgate.evaluate import features as F
+    from worldgate.evaluate.features import pool
 
-    torch.set_num_threads(F._usable_cores())
+    torch.set_num_threads(pool.usable_cores())
     S = fe.compute_signals(str(rec.video), "x")
     assert len(got["wm_sx"]) == len(S["Sx"]) == rec.n_frames - 2
     assert np.array_equal(got["wm_sx"], S["Sx"]) and np.array_equal(got["wm_srad"], S["Srad"])

@@ -1,4 +1,4 @@
-"""WorldMemBench targets located by SAM2 video tracking + GroundingDINO (evaluate/learned_targets.py), offline: every
+"""WorldMemBench targets located by SAM2 video tracking + GroundingDINO (evaluate/features/tracked_targets.py), offline: every
 model is built from a tiny random config, saved with save_pretrained and loaded back by path through the extractor's
 own loading code (the code that loads the Hub ids in production)."""
 
@@ -12,9 +12,10 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("torchvision")  # the SAM2 and GroundingDINO processors are torchvision-backed in transformers 5
 
 from worldgate.evaluate.features import FeatureCache, compute_features, open_record
-from worldgate.evaluate.learned_targets import TrackedTargets, target_query
+from worldgate.evaluate.features.tracked_targets import TrackedTargets, target_query
 from worldgate.evaluate.worldmembench.params import PARAMS
-from worldgate.evaluate.worldmembench.static import TargetExtractor, static_memory_scores
+from worldgate.evaluate.features.targets import TargetExtractor
+from worldgate.evaluate.worldmembench.static import static_memory_scores
 from worldgate.generate.runner import run_generate
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "a", "an", "person", "object", "crate", "barrel"]
@@ -198,7 +199,7 @@ def test_engine_record_through_the_real_loading_code(paths, record, tmp_path):
     arrays (people on [0, 1], objects NaN), frames inside R1, and the static metrics read the feature unchanged."""
     from safetensors.torch import save_file
 
-    from worldgate.evaluate.learned_identity import FaceIdentity, iresnet
+    from worldgate.evaluate.features.models.identity import FaceIdentity, iresnet
 
     torch.manual_seed(0)
     net = iresnet(layers=(1, 1, 1, 1), widths=(8, 8, 16, 16), num_features=16, stem=8).eval()

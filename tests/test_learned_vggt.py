@@ -1,4 +1,4 @@
-"""VGGT-Omega global memory (evaluate/learned_vggt.py): parity with WorldMark's vggt_omega_global_c3.py, the checkout
+"""VGGT-Omega global memory (evaluate/features/models/vggt.py): parity with WorldMark's vggt_omega_global_c3.py, the checkout
 loading path end to end against a fake checkout, and the missing-checkout message."""
 
 import json
@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from worldgate.evaluate import learned_vggt as LV
+from worldgate.evaluate.features.models import vggt as LV
 from worldgate.evaluate.worldmark.geometry import vggt_global_memory
 
 

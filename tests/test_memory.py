@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worldgate.evaluate.worldmembench.static import analyses, canonical, iou, masked_embedding, orientations
+from worldgate.evaluate.features.boxes import canonical, iou
+from worldgate.evaluate.features.targets import masked_embedding
+from worldgate.evaluate.worldmembench.static import analyses, orientations
 from worldgate.evaluate.runner import evaluate_run
 from worldgate.generate.runner import run_generate
 

@@ -199,7 +199,7 @@ def test_collision_between_two_plugins_names_both(tmp_path, monkeypatch):
 
 def test_plugin_suite_benchmark_and_feature_are_found(tmp_path, monkeypatch):
     fake_dist(tmp_path, "lab-suite", "worldgate.suites", {"my-cases": "worldgate.trajectories.suites:manifest_suite"})
-    fake_dist(tmp_path, "lab-feat", "worldgate.features", {"learned.my_flow": "worldgate.evaluate.classical:FlowExtractor",
+    fake_dist(tmp_path, "lab-feat", "worldgate.features", {"learned.my_flow": "worldgate.evaluate.features.flow:FlowExtractor",
                                                            "classical.my_depth": "lab_feat.mod:Missing"})
     monkeypatch.syspath_prepend(str(tmp_path))
     suites = Registry("suite", {"manifest": "worldgate.trajectories.suites:manifest_suite"}, group="worldgate.suites")

@@ -3,7 +3,7 @@ whether it is on this machine (local caches only, never the network), its licenc
 
 Three kinds of rows:
 
-- the models ``--backend learned`` loads (``evaluate/learned.py: MODELS_BY_FEATURE``): present or missing, checked in
+- the models ``--backend learned`` loads (``evaluate/features/models/catalogue.py: MODELS_BY_FEATURE``): present or missing, checked in
   the caches; a missing one makes ``evaluate --backend learned`` fail before its first record, and doctor exit 1;
 - the models it runs when their package is installed (``OPTIONAL_MODELS_BY_FEATURE``), else a named fallback;
 - the anchors' own models that worldgate does not run (their metrics are unavailable or run on a stand-in, which the
@@ -12,9 +12,9 @@ Three kinds of rows:
 
 from __future__ import annotations
 
-from worldgate.evaluate.learned import OPTIONAL_MODELS_BY_FEATURE, fetch_command, is_present, models_by_feature
-from worldgate.evaluate.learned_da3 import INSTALL_CMD as DA3_INSTALL
-from worldgate.evaluate.learned_models import da3_status, searaft_status
+from worldgate.evaluate.features.models.catalogue import OPTIONAL_MODELS_BY_FEATURE, fetch_command, is_present, models_by_feature
+from worldgate.evaluate.features.models.da3 import INSTALL_CMD as DA3_INSTALL
+from worldgate.evaluate.features.models.loaders import da3_status, searaft_status
 
 NOT_RUN = "not run by worldgate"
 

@@ -31,8 +31,9 @@ from worldgate.generate.records import (
 )
 from worldgate.generate.video import read_frames
 
-from . import cache as feature_cache
-from .pool import _OPENCV_THREADS, _Frame, _opencv_threads, _Pool, _torch_threads, _usable_cores, _Worker, analysis_size  # noqa: F401 (analysis_size: API)
+from .. import cache as feature_cache
+from . import pool
+from .pool import analysis_size  # noqa: F401 (analysis_size: API, re-exported by the package)
 
 
 class FeatureError(RuntimeError):
@@ -69,6 +70,49 @@ class Extractor:
 
     def config(self) -> dict:
         return {"name": self.name, "version": self.version, "backend": self.backend, "max_side": self.max_side}
+
+    # what the registry asks of every extractor class before the first record (metrics.extractors), as inspect_ai's
+    # providers: each extractor says whether it runs here and names what it lacks with the command that gets it
+    @classmethod
+    def available(cls) -> bool:
+        """Whether this extractor runs on this machine (False: not run; its metrics are unavailable with the reason
+        their benchmark names)."""
+        return True
+
+    @classmethod
+    def missing(cls) -> list[dict]:
+        """The models or files it needs that are not here, each ``{"feature", "what", "source", "id", "licence",
+        "fetch"}``: the registry names every feature's at once (models.catalogue.preflight)."""
+        return []
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Raise, before the first record, an error naming each missing piece beyond model files (a checkout, a
+        package, a port) with the command that gets it."""
+
+
+class Choice:
+    """A feature with several backends on one side (``learned``): the first whose ``available()`` holds runs, so a
+    registry entry names the feature once and the choice is made where the backends live. Called like an extractor
+    class (``Choice(...)(**kw)`` builds the chosen one)."""
+
+    def __init__(self, name: str, *options: type[Extractor]):
+        self.name, self.options = name, options
+
+    def pick(self) -> type[Extractor]:
+        return next((o for o in self.options if o.available()), self.options[-1])
+
+    def available(self) -> bool:
+        return any(o.available() for o in self.options)
+
+    def missing(self) -> list[dict]:
+        return self.pick().missing()
+
+    def preflight(self) -> None:
+        self.pick().preflight()
+
+    def __call__(self, **kw) -> Extractor:
+        return self.pick()(**kw)
 
 
 #: the files of a one-view record that extractors read besides the video (optional ones: only where present)
@@ -225,22 +269,22 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     n = 0
     # the extractors run on a pool of threads, one per usable core (OpenCV releases the GIL): each extractor sees
     # every frame in order at its analysis size (a size several extractors share is resized once per frame, see
-    # _Frame). OpenCV's own thread pool is off meanwhile: the extractors already keep every core busy, and a nested
-    # pool only adds spinning and hand-offs; torch's intra-op threads are shared out the same way (cores per pool
+    # pool.SharedFrame). OpenCV's own thread pool is off meanwhile: the extractors already keep every core busy, and a
+    # nested pool only adds spinning and hand-offs; torch's intra-op threads are shared out the same way (cores per pool
     # thread), and every finish() below gets all cores back.
-    n_threads = min(len(todo), _usable_cores())
-    torch_threads = _torch_threads(max(1, _usable_cores() // n_threads))
-    pool = _Pool(n_threads)
-    workers = [_Worker(ex, pool) for ex in todo]
+    n_threads = min(len(todo), pool.usable_cores())
+    torch_threads = pool.torch_threads(max(1, pool.usable_cores() // n_threads))
+    threads = pool.Pool(n_threads)
+    workers = [pool.Worker(ex, threads) for ex in todo]
     vmeta: dict = {}
-    cv_threads = _opencv_threads(_OPENCV_THREADS)
+    cv_threads = pool.opencv_threads(pool.OPENCV_THREADS)
     try:
         # one decoding thread: the extractors keep the cores busy, and ffmpeg's frame threads only add hand-offs
         # (~10 % less decoder CPU for the same frames)
         for i, frame in enumerate(read_frames(rec.video, meta_out=vmeta, decoder_threads=1)):
             if i == 0:
                 _check_stream(rec, vmeta)
-            shared = _Frame(frame)
+            shared = pool.SharedFrame(frame)
             for w in workers:
                 w.put(i, shared)
             n = i + 1
@@ -251,9 +295,9 @@ def compute_features(rec: RecordView, extractors: list[Extractor], cache: Featur
     finally:
         for w in workers:
             w.flush()
-        pool.close()
-        _opencv_threads(cv_threads)
-        _torch_threads(torch_threads)
+        threads.close()
+        pool.opencv_threads(cv_threads)
+        pool.torch_threads(torch_threads)
     for w in workers:
         if w.error is not None:
             raise FeatureError(f"{rec.dir.name}: extractor {w.ex.key()} failed: {type(w.error).__name__}: {w.error}")

@@ -18,8 +18,8 @@ import math
 import cv2
 import numpy as np
 
-from .classical import REF_WIDTH, _gray, _gray_norm
-from .features import Extractor
+from .core import Extractor
+from .signals import REF_WIDTH, to_gray, to_gray_norm
 
 
 def analysis_K(rec, w: int, h: int) -> np.ndarray:
@@ -82,7 +82,7 @@ class PoseExtractor(Extractor):
         self.seen = i + 1
         if i % self.GAP:
             return None
-        g = _gray_norm(frame)
+        g = to_gray_norm(frame)
         if self.K is None:
             self.K = analysis_K(self.rec, g.shape[1], g.shape[0])
             self.Ki = np.linalg.inv(self.K)
@@ -309,7 +309,7 @@ class GeometryExtractor(Extractor):
 
     def update(self, i, frame):
         if i in self.keep:
-            g = _gray(frame)
+            g = to_gray(frame)
             kp, des = self.orb.detectAndCompute(g, None)
             pts = cv2.KeyPoint_convert(kp).reshape(-1, 2) if kp else np.zeros((0, 2), np.float32)
             if self.K is None:

@@ -21,10 +21,10 @@ def analysis_size(w: int, h: int, max_side: int | None) -> tuple[int, int]:
 
 
 #: OpenCV threads while extractors run (None: leave OpenCV's setting alone)
-_OPENCV_THREADS: int | None = 1
+OPENCV_THREADS: int | None = 1
 
 
-def _opencv_threads(n: int | None) -> int | None:
+def opencv_threads(n: int | None) -> int | None:
     """Set OpenCV's thread count; returns the previous one (None when nothing was changed)."""
     if n is None:
         return None
@@ -34,7 +34,7 @@ def _opencv_threads(n: int | None) -> int | None:
     return prev
 
 
-class _Frame:
+class SharedFrame:
     """One decoded frame, shared by the workers: a resized copy is made once per analysis size, by the first worker
     that asks for it (nothing is kept beyond the frame's life in the queues)."""
 
@@ -53,7 +53,7 @@ class _Frame:
         return f
 
 
-def _torch_threads(n: int | None) -> int | None:
+def torch_threads(n: int | None) -> int | None:
     """Set torch's intra-op thread count when torch is already imported (a classical evaluation never imports it);
     returns the previous count, or None when nothing was changed. Learned extractors run their inference in
     ``update`` on the pool's threads: with one thread per core each, a pass with two models asked for twice the cores
@@ -67,14 +67,14 @@ def _torch_threads(n: int | None) -> int | None:
     return prev
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
 
 
-class _Pool:
+class Pool:
     """Threads that run the extractors' frames: an extractor is on at most one thread at a time (so it sees its frames
     one by one, in order), but no thread is tied to one extractor. With as many threads as cores, no core idles while
     some extractor has frames waiting, and no more threads contend for the GIL and the cores than can run (a thread
@@ -84,7 +84,7 @@ class _Pool:
 
     def __init__(self, n_threads: int):
         self.cv = threading.Condition()
-        self.ready: "collections.deque[_Worker]" = collections.deque()  # extractors with frames and no thread
+        self.ready: "collections.deque[Worker]" = collections.deque()  # extractors with frames and no thread
         self.closing = False
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(max(1, n_threads))]
         for t in self.threads:
@@ -109,22 +109,22 @@ class _Pool:
             t.join()
 
 
-class _Worker:
-    """One extractor's queue of frames (at most ``depth`` waiting; the decoder waits beyond that), run on a _Pool.
+class Worker:
+    """One extractor's queue of frames (at most ``depth`` waiting; the decoder waits beyond that), run on a Pool.
 
     An extractor may define ``needs_frame(i) -> bool``: where it returns False, ``update(i, None)`` is called (in
     order, with the next frame it needs, or at the end) and the frame is neither resized for it nor holds a queue
     place nor wakes a thread (an extractor that samples every n-th frame pays nothing for the others)."""
 
-    def __init__(self, ex, pool: _Pool, depth: int = 8):
+    def __init__(self, ex, pool: Pool, depth: int = 8):
         self.ex, self.pool, self.error, self.size, self.busy = ex, pool, None, None, 0.0
         self.needs = getattr(ex, "needs_frame", None)
-        self.pending: "collections.deque[tuple[int, _Frame]]" = collections.deque()
+        self.pending: "collections.deque[tuple[int, SharedFrame]]" = collections.deque()
         self.scheduled = False  # in the pool's line or on a thread
         self.space = threading.Semaphore(depth)
         self.lock = threading.Lock()
 
-    def put(self, i: int, frame: _Frame) -> None:
+    def put(self, i: int, frame: SharedFrame) -> None:
         if self.error is not None:
             return
         if self.needs is not None and not self.needs(i):
@@ -177,7 +177,7 @@ class _Worker:
             else:
                 self.scheduled = False
 
-    def _update(self, i: int, frame: _Frame):
+    def _update(self, i: int, frame: SharedFrame):
         if self.error is not None:
             return None
         t0 = time.thread_time()
@@ -204,7 +204,7 @@ class _Job:
 
     __slots__ = ("fn", "worker")
 
-    def __init__(self, fn, worker: _Worker):
+    def __init__(self, fn, worker: Worker):
         self.fn, self.worker = fn, worker
 
     def drain(self, batch: int) -> None:

@@ -34,19 +34,11 @@ import re
 import cv2
 import numpy as np
 
-from .learned import (
-    DINOV2_ID,
-    GDINO_ID,
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    SAM2_ID,
-    LearnedTargets,
-    _load,
-    _to_tensor,
-    _torch,
-)
-from .learned_identity import FaceIdentity, arcface_present, identity_scores
-from .worldmembench.static import _bbox, canonical, iou
+from .boxes import bbox, box_iou, canonical, iou
+from .models.catalogue import DINOV2_ID, GDINO_ID, SAM2_ID, load_or_explain
+from .models.identity import FaceIdentity, arcface_present, identity_scores
+from .models.loaders import IMAGENET_MEAN, IMAGENET_STD, require_torch, to_tensor
+from .targets import LearnedTargets
 
 #: the models the feature loads: (what, source, id, licence), as ``learned.MODELS_BY_FEATURE`` lists them
 MODELS = [("target appearance (DINOv2-base in the tracked mask)", "hub", DINOV2_ID, "Apache-2.0"),
@@ -68,13 +60,6 @@ def target_query(kind: str, name: str = "") -> str:
     return (" ".join(words) if words else "an object") + "."
 
 
-def _box_iou(a, b) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return float(inter / u) if u > 0 else 0.0
-
 
 class TrackedTargets(LearnedTargets):
     """The learned ``targets`` feature: SAM2 video tracking from the record's masks + GroundingDINO confirmation (see
@@ -86,7 +71,7 @@ class TrackedTargets(LearnedTargets):
     max_side = 256
     SEGMENTATION = "sam2"  # the same label as LearnedTargets: SAM2 silhouettes (here from the video tracker)
 
-    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "cpu", tracker=None,
+    def __init__(self, model=None, hf_id: str = DINOV2_ID, size: int = 224, device: str = "auto", tracker=None,
                  tracker_processor=None, sam_id: str = SAM2_ID, detector=None, detector_processor=None,
                  detector_id: str = GDINO_ID, box_iou: float = 0.5, det_batch: int = 8, identity=None,
                  arcface: str | None = None):
@@ -96,7 +81,7 @@ class TrackedTargets(LearnedTargets):
         self.box_iou, self.det_batch = float(box_iou), max(1, int(det_batch))
         # identity: a FaceIdentity, False (off), or None (on when ArcFace weights are on this machine)
         if identity is None:
-            identity = FaceIdentity(path=arcface, device=device) if arcface_present(arcface) else False
+            identity = FaceIdentity(path=arcface, device=self.device) if arcface_present(arcface) else False
         self.identity = identity
 
     # ------------------------------------------------------------------------------------------ models
@@ -104,7 +89,7 @@ class TrackedTargets(LearnedTargets):
         if self.tracker is None:
             from transformers import Sam2VideoModel
 
-            self.tracker = _load("target tracking", self.sam_id, lambda: Sam2VideoModel.from_pretrained(self.sam_id))
+            self.tracker = load_or_explain("target tracking", self.sam_id, lambda: Sam2VideoModel.from_pretrained(self.sam_id))
         if self.tracker_processor is None:
             try:
                 from transformers import Sam2VideoProcessor
@@ -118,9 +103,9 @@ class TrackedTargets(LearnedTargets):
         if self.detector is None:
             from transformers import AutoProcessor, GroundingDinoForObjectDetection
 
-            self.detector = _load("target detection", self.detector_id,
+            self.detector = load_or_explain("target detection", self.detector_id,
                                   lambda: GroundingDinoForObjectDetection.from_pretrained(self.detector_id))
-            self.detector_processor = _load("target detection", self.detector_id,
+            self.detector_processor = load_or_explain("target detection", self.detector_id,
                                             lambda: AutoProcessor.from_pretrained(self.detector_id))
         return self.detector.eval().to(self.device) if self.detector else None
 
@@ -136,7 +121,7 @@ class TrackedTargets(LearnedTargets):
         if self.tracker_processor:
             return self.tracker_processor(images=frame, device=self.device, return_tensors="pt").pixel_values[0]
         S = self._size()
-        return _to_tensor(frame, (S, S), IMAGENET_MEAN, IMAGENET_STD, self.device)[0]
+        return to_tensor(frame, (S, S), IMAGENET_MEAN, IMAGENET_STD, self.device)[0]
 
     # ------------------------------------------------------------------------------------------ the pass
     def start(self, rec):
@@ -146,7 +131,7 @@ class TrackedTargets(LearnedTargets):
         self.sil0: list = []
 
     def _setup(self, frame):
-        torch = _torch()
+        torch = require_torch()
         H, W = frame.shape[:2]
         self.masks = [cv2.resize(m.astype(np.uint8), (W, H), interpolation=cv2.INTER_NEAREST).astype(bool)
                       for m in self.targets["masks"]]
@@ -154,7 +139,7 @@ class TrackedTargets(LearnedTargets):
         self.queries = [target_query(k, names[u] if names is not None and u < len(names) else "")
                         for u, k in enumerate(self.targets["kinds"])]
         self.live = [u for u, m in enumerate(self.masks) if m.any()]  # the targets the tracker follows
-        self.boxes = [_bbox(m) if m.any() else None for m in self.masks]
+        self.boxes = [bbox(m) if m.any() else None for m in self.masks]
         self.v_emb = [[] for _ in self.masks]
         self.face_ref = [[] for _ in self.masks]
         self.humans = [str(k) == "human" for k in self.targets["kinds"]]
@@ -172,7 +157,7 @@ class TrackedTargets(LearnedTargets):
 
     def _prompt(self, pixels):
         """Add the record's masks as the prompts of frame 0 (object id u + 1 for target u)."""
-        torch = _torch()
+        torch = require_torch()
         ids = [u + 1 for u in self.live]
         masks = [self.masks[u] for u in self.live]
         if self.tracker_processor:
@@ -190,7 +175,7 @@ class TrackedTargets(LearnedTargets):
 
     def track(self, i: int, frame: np.ndarray):
         """SAM2's masks (U, H, W) bool and presence (U,) of every target at frame ``i`` (frames in order from 0)."""
-        torch = _torch()
+        torch = require_torch()
         H, W = frame.shape[:2]
         U = len(self.masks)
         masks, pres = np.zeros((U, H, W), bool), np.zeros(U)
@@ -224,7 +209,7 @@ class TrackedTargets(LearnedTargets):
     def detect(self, frames: list, masks: list) -> np.ndarray:
         """(N, U) GroundingDINO confirmation of each tracked mask in each frame: the best score of a detection of the
         target's query whose box has IoU >= ``box_iou`` with the mask's box (0: none, or an empty mask)."""
-        torch = _torch()
+        torch = require_torch()
         from PIL import Image
 
         U = len(self.masks)
@@ -247,8 +232,8 @@ class TrackedTargets(LearnedTargets):
                 for u in us:
                     if not masks[n][u].any():
                         continue
-                    mb = _bbox(masks[n][u])
-                    ok = [float(s) for b, s in zip(boxes, scores) if _box_iou(b, mb) >= self.box_iou]
+                    mb = bbox(masks[n][u])
+                    ok = [float(s) for b, s in zip(boxes, scores) if box_iou(b, mb) >= self.box_iou]
                     conf[n, u] = max(ok, default=0.0)
         return conf
 

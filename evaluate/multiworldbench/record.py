@@ -14,8 +14,8 @@ from worldgate.generate.record import open_record, read_meta, record_views
 from worldgate.generate.record_files import RecordError
 from worldgate.trajectories.multiworldbench.world import frame_of
 
-from ..classical import FlowExtractor
-from ..classical_geometry import PoseExtractor
+from ..features.flow import FlowExtractor
+from ..features.geometry import PoseExtractor
 from ..features import (
     Extractor,
     FeatureCache,

@@ -8,8 +8,8 @@ frames t -> t+1 of the whole rollout,
 
 Both are accumulated, dimensionless, lower is better. The paper's estimators are DA3 and ViPE (translation: each
 aligned on its own) and DA3 alone (rotation); worldgate has one estimator per backend: the classical pose chain of
-``AdjacentPoseExtractor`` (the feature ``camera_poses``: frame t -> t+1 for every t), and under ``--backend learned``
-DA3's poses in the same format (learned_da3.DA3CameraPoses; ViPE is not run). Where only the shared ``poses``
+``AdjacentPoseExtractor`` (features/camera_poses.py, the feature ``camera_poses``: frame t -> t+1 for every t), and under ``--backend learned``
+DA3's poses in the same format (features/camera_poses.DA3CameraPoses; ViPE is not run). Where only the shared ``poses``
 feature is computed (frame pairs 0->2->4...), the sums run over its 2-frame steps and the detail says so. The
 rotation RPE is also kept per departure-and-revisit cycle (D_k and R_k: Fig. 5's per-revisit RPE)."""
 
@@ -21,35 +21,9 @@ import numpy as np
 from evo.core.geometry import GeometryException, umeyama_alignment
 from scipy.spatial.transform import Rotation
 
-from ..classical_geometry import PoseExtractor
 from ..score import Score, na
 from ..shared import estimated_trajectory, rotation_angles
 from .params import PARAMS
-
-
-class AdjacentPoseExtractor(PoseExtractor):
-    """The classical pose chain on adjacent frames (t -> t+1 for every t): the steps camera following's RPEs sum over."""
-
-    name = "camera_poses"
-    version = f"{PoseExtractor.version}.2"
-    GAP = 1
-    #: the families camera following is scored on (benchmark.FAMILY_OF); on other records (a WorldMark case, say)
-    #: the chain is not run: it would double the pose cost of every record for a metric that reads the 2-frame poses
-    FAMILIES = ("human", "object", "environment")
-
-    def start(self, rec):
-        super().start(rec)
-        tags = ((rec.meta or {}).get("case") or {}).get("tags") or {}
-        self.active = tags.get("family") in self.FAMILIES
-
-    def needs_frame(self, i):
-        return self.active and super().needs_frame(i)
-
-    def update(self, i, frame):
-        return super().update(i, frame) if self.active else None
-
-    def finish(self):
-        return super().finish() if self.active else {"inactive": np.asarray(True)}
 
 
 #: why classical poses do not give translation RPE: over adjacent frames the two-view baseline is a fraction of a

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from worldgate.evaluate.features.models import da3  # the evaluator's import of DA3 (export-only modules stubbed)
+
 from .parse import AnswerError, format_action_ids, parse_action_ids
 from .prompts import load_prompt
 
@@ -151,7 +153,7 @@ class ImageEditor:
 
 class DA3Intrinsics:
     """Per-image intrinsics from Depth Anything 3's camera head (PyPI ``depth-anything-3``; imported as the evaluator
-    imports it, ``evaluate/learned_da3.py: import_api``, which stands in for the export-only modules such as moviepy),
+    imports it, ``evaluate/features/models/da3.py: import_api``, which stands in for the export-only modules such as moviepy),
     loaded by id from local files only and scaled from the model's processed resolution back to original-image pixels.
     ``model_id`` is what the build log records: the id loaded, or ``given:<class>`` for a model object passed in."""
 
@@ -159,14 +161,12 @@ class DA3Intrinsics:
         self.device, self.model = device, model
         self.model_id = model_id or (DEFAULT_INTRINSICS if model is None else f"given:{type(model).__name__}")
         if self.model is None:
-            from worldgate.evaluate import learned_da3  # the package's own import, export-only modules stubbed
-
             try:
-                cls, _ = learned_da3.import_api()
+                cls, _ = da3.import_api()
             except ImportError as e:
                 raise MissingModelError(
                     f"intrinsics estimation needs Depth Anything 3, whose API does not import here ({type(e).__name__}: "
-                    f"{str(e).splitlines()[0][:120] if str(e) else ''}): `{learned_da3.INSTALL_CMD}`, or give "
+                    f"{str(e).splitlines()[0][:120] if str(e) else ''}): `{da3.INSTALL_CMD}`, or give "
                     "--intrinsics") from None
             try:
                 self.model = cls.from_pretrained(self.model_id, local_files_only=True).to(device).eval()

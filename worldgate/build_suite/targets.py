@@ -1,6 +1,6 @@
 """WorldMemBench target masks from a text query (issue 19): GroundingDINO finds the query's best box in the image,
 SAM2 cuts the mask out of that box. Both are transformers models loaded by Hugging Face id (or a local folder) from
-the local cache only, with the evaluator's defaults (``evaluate/learned.py``: ``GDINO_ID``, ``SAM2_ID``).
+the local cache only, with the evaluator's defaults (``evaluate/features/models/catalogue.py``: ``GDINO_ID``, ``SAM2_ID``).
 
 ``--target-queries FILE.json``: ``{"<image name or stem>": [{"name", "kind": human|object|event, "query"[, "event"]}]}``
 (``query`` is GroundingDINO's text, e.g. "a red cup"; ``event`` only for an event target: what its checklist is
@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from worldgate.evaluate.features.models.catalogue import GDINO_ID, SAM2_ID
+
 from . import given as G
 from .models import MissingModelError, StepError
 
@@ -23,8 +25,6 @@ TEXT_THRESHOLD = 0.25  # GroundingDINO's usual text threshold (it only decides t
 
 def default_ids() -> tuple[str, str]:
     """(detector, segmenter): the evaluator's GroundingDINO and SAM 2.1 ids."""
-    from worldgate.evaluate.learned import GDINO_ID, SAM2_ID
-
     return GDINO_ID, SAM2_ID
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 import os
 import sys
 import threading
@@ -53,8 +52,7 @@ import warnings
 import cv2
 import numpy as np
 
-from .features import Extractor, FeatureError
-from .shared_views import SharedViews, release_views, shared_views
+from ..core import Extractor, FeatureError
 
 DA3_ID = "depth-anything/DA3-LARGE-1.1"  # WorldMark's default (wc:31 DA3_MODEL)
 ENV_MODEL = "DA3_MODEL"
@@ -310,9 +308,16 @@ def inverse_depth_grid(depth: np.ndarray, grid: int = GRID) -> np.ndarray:
     return iv.reshape(*iv.shape[:-2], grid, hh // grid, grid, ww // grid).mean(axis=(-3, -1)).astype(np.float32)
 
 
-class _DA3Extractor(Extractor):
+class DA3Extractor(Extractor):
+    """The base of the DA3 features (depth, camera_poses, memory_depth): one model per process, the API's resize."""
+
     backend = "learned"
     max_side = None  # native frames: fe:_read resizes them itself; the API resizes for camera poses
+
+    @classmethod
+    def available(cls) -> bool:
+        """Where depth-anything-3 imports (``status``; what to install otherwise)."""
+        return status()[0]
 
     def __init__(self, model=None, hf_id: str | None = None, device: str | None = None,
                  process_res: int = PROCESS_RES, process_res_method: str = PROCESS_RES_METHOD):
@@ -352,161 +357,6 @@ class _DA3Extractor(Extractor):
         mode = _API.get("mode") or "not imported yet"
         return {**super().config(), "model": self.label(),
                 "process_res": self.process_res, "process_res_method": self.method, "api_import": mode}
-
-
-class DA3Depth(_DA3Extractor):
-    """WorldMark's DA3 depth for the parallax split: one ``inference`` call on the frames fe:_parallax_raw picks
-    (640 x 432), the inverse depth on the flow's 8 x 8 grid; LearnedDepth's keys. Records that are not a WorldMark key
-    sequence get no DA3 call (the protocol does not read their depth); where the frame count is unknown, every 16th
-    frame is used (the protocol takes the nearest)."""
-
-    name = "depth"
-    version = "da3-1"
-
-    def start(self, rec):
-        super().start(rec)
-        self.model_name = (rec.meta or {}).get("model") if isinstance(rec.meta, dict) else None
-        self.picks = worldmark_picks(rec.trajectory, rec.n_frames) if rec.n_frames else None
-        self.stride_fallback = self.picks is None and not rec.n_frames
-        self.keep = {i for _, i in self.picks} if self.picks else set()
-        self.frames: dict[int, np.ndarray] = {}
-
-    def needs_frame(self, i):
-        return i in self.keep or (self.stride_fallback and i % 16 == 0)
-
-    def update(self, i, frame):
-        if frame is not None and self.needs_frame(i):
-            self.frames[i] = worldmark_frame(frame, self.model_name)
-
-    def finish(self):
-        order = [i for _, i in self.picks] if self.picks else sorted(self.frames)
-        order = [i for i in order if i in self.frames]
-        if not order:
-            return {"frame": np.zeros(0, np.int32), "disparity": np.zeros((0, GRID, GRID), np.float32),
-                    "model": np.asarray(self.label())}
-        P = predict(self._model(), [self.frames[i] for i in order], self.process_res, self.method)
-        if len(P["depth"]) != len(order):
-            raise FeatureError(f"DA3 returned {len(P['depth'])} depth maps for {len(order)} frames")
-        self.frames = {}
-        return {"frame": np.asarray(order, np.int32), "disparity": inverse_depth_grid(P["depth"]),
-                "image_hw": np.asarray(P["depth"].shape[1:], np.int32), "model": np.asarray(self.label()),
-                "picks": np.asarray("worldmark" if self.picks else "every 16th frame")}
-
-
-class DA3CameraPoses(_DA3Extractor):
-    """DA3's camera poses for WorldMemBench's camera following: every frame (or every ``gap``-th, at most
-    ``max_views``) in one ``inference`` call at the API's defaults; rows in ``estimated_trajectory``'s format plus
-    DA3's own c2w poses. Runs on the static families only (like AdjacentPoseExtractor)."""
-
-    name = "camera_poses"
-    version = "da3-1"
-
-    def __init__(self, *a, max_views: int | None = None, **k):
-        super().__init__(*a, **k)
-        self.max_views = int(max_views) if max_views else None
-
-    def start(self, rec):
-        super().start(rec)
-        from .worldmembench.camera import AdjacentPoseExtractor
-
-        tags = ((rec.meta or {}).get("case") or {}).get("tags") or {}
-        self.active = tags.get("family") in AdjacentPoseExtractor.FAMILIES
-        n = int(rec.n_frames or 0)
-        self.gap = max(1, math.ceil(n / self.max_views)) if self.max_views and n > self.max_views else 1
-        # every frame: the call DA3MemoryDepth makes on the same record (one call in a pass that has both)
-        self.views = shared_views(rec, self.call_key()) if self.active and self.gap == 1 else SharedViews()
-
-    def needs_frame(self, i):
-        return self.active and i % self.gap == 0
-
-    def update(self, i, frame):
-        if frame is not None and self.needs_frame(i):
-            self.views.put(i, frame, self._resize)
-
-    def finish(self):
-        if not self.active:
-            return {"inactive": np.asarray(True)}
-        try:
-            if len(self.views.frames) < 2 and self.views.result is None:
-                raise FeatureError(f"DA3 camera poses need at least 2 frames, the video gave {len(self.views.frames)}")
-            order, P = self.views.predict(self._predict)
-        finally:
-            release_views(self.rec, self.call_key(), self.views)
-        if "w2c" not in P or len(P["w2c"]) != len(order):
-            raise FeatureError(f"DA3 returned no camera poses for {len(order)} frames")
-        c2w = c2w_from_w2c(P["w2c"])
-        out = chain_rows(c2w, self.gap)
-        out.update({"frame": np.asarray(order, np.int32), "c2w": c2w, "intrinsics": P["intrinsics"],
-                    "image_hw": np.asarray(P["depth"].shape[1:], np.int32),
-                    "estimator": np.asarray(f"DA3 ({self.label()})")})
-        return out
-
-    def config(self):
-        return {**super().config(), "max_views": self.max_views}
-
-
-class DA3MemoryDepth(_DA3Extractor):
-    """Depth Anything 3 for WorldMemBench's Environment Depth Spearman and Spherical Reconstruction Score: frame 0 and
-    the revisit frames ``worldmembench.static.memory_depth_frames`` picks (LearnedMemoryDepth's), given to DA3 in one
-    ``inference`` call at the API's defaults (the views see each other, one depth scale for all of them), as
-    ``1 / clip(depth, 1e-3)`` on LearnedMemoryDepth's 32 x 32 grid with the record's intrinsics on that grid: the
-    same keys, so evaluate/worldmembench/static.py reads it unchanged. The paper names DA3 for poses and no depth
-    model for these two metrics; one estimator for all of them is worldgate's choice."""
-
-    name = "memory_depth"
-    version = "da3-2"  # da3-2: on the camera-pose families, the depth of DA3's every-frame call (da3-1: picks only)
-    GRID = 32
-    STRIDE = 4
-
-    def start(self, rec):
-        super().start(rec)
-        from .worldmembench.camera import AdjacentPoseExtractor
-        from .worldmembench.static import memory_depth_frames
-
-        self.keep = memory_depth_frames(rec, self.STRIDE)
-        self.K = None
-        tags = ((rec.meta or {}).get("case") or {}).get("tags") or {}
-        # an Environment record's camera poses come from DA3 on every frame (DA3CameraPoses): its depth at the picks
-        # is taken from that same call (one DA3 run for both quantities, the views of the whole rollout, one depth
-        # scale); elsewhere DA3 sees frame 0 and the revisit frames only
-        self.every = bool(self.keep) and tags.get("family") in AdjacentPoseExtractor.FAMILIES
-        self.views = shared_views(rec, self.call_key()) if self.every else SharedViews()
-
-    def needs_frame(self, i):
-        return self.every or i in self.keep
-
-    def update(self, i, frame):
-        if frame is None or not self.needs_frame(i):
-            return
-        if self.K is None:
-            from .classical_geometry import grid_K
-
-            h, w = frame.shape[:2]
-            self.K = grid_K(self.rec, w, h, self.GRID)
-        self.views.put(i, frame, self._resize)
-
-    def finish(self):
-        G = self.GRID
-        empty = {"frame": np.zeros(0, np.int32), "depth": np.zeros((0, G, G), np.float32),
-                 "K": self.K if self.K is not None else np.eye(3), "model": np.asarray(self.label())}
-        try:
-            if not self.views.frames and self.views.result is None:
-                return empty
-            called, P = self.views.predict(self._predict)
-        finally:
-            release_views(self.rec, self.call_key(), self.views)
-        if not called:
-            return empty
-        if len(P["depth"]) != len(called):
-            raise FeatureError(f"DA3 returned {len(P['depth'])} depth maps for {len(called)} frames")
-        at = {i: k for k, i in enumerate(called)}
-        order = [i for i in sorted(self.keep) if i in at]
-        if not order:
-            return empty
-        inv = 1.0 / np.clip(np.asarray(P["depth"][[at[i] for i in order]], np.float64), INVZ_MIN_DEPTH, None)
-        maps = np.stack([cv2.resize(d, (G, G), interpolation=cv2.INTER_AREA) for d in inv]).astype(np.float32)
-        return {**empty, "frame": np.asarray(order, np.int32), "depth": maps,
-                "image_hw": np.asarray(P["depth"].shape[1:], np.int32)}
 
 
 #: the rows ``learned.MODELS_BY_FEATURE`` lists for DA3 (what, source, id, licence)

@@ -30,7 +30,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .features import FeatureError
+from ..core import FeatureError
 
 ARCFACE_ENV = "WORLDGATE_ARCFACE"
 ARCFACE_ID = "insightface buffalo_l/w600k_r50.onnx"

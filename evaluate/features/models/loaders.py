@@ -26,6 +26,9 @@ import threading
 import cv2
 import numpy as np
 
+from ..core import FeatureError
+from . import da3, searaft
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -179,9 +182,7 @@ def load_head_file(path: str):
 def da3_status() -> tuple[bool, str]:
     """(usable, why not): whether DA3's API (``depth_anything_3.api.DepthAnything3``) imports here, else what is
     missing and the install command."""
-    from .learned_da3 import status
-
-    return status()
+    return da3.status()
 
 
 SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a princeton-vl/SEA-RAFT checkout "
@@ -193,7 +194,67 @@ SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a prince
 def searaft_status() -> tuple[bool, str]:
     """(runnable, why not): whether SEA_RAFT_PATH names a checkout that imports, with its config and weights here
     (checked, nothing downloaded)."""
-    from .learned_searaft import status
-
-    ok, why = status()
+    ok, why = searaft.status()
     return ok, "" if ok else f"{why} ({SEARAFT_REASON})"
+
+
+def require_torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is pinned by scripts/setup.sh
+        raise FeatureError("the learned backend needs torch: run scripts/setup.sh (it pins the CPU build)") from None
+    return torch
+
+
+#: a batched call's device memory per item (inference activations of the full model at its input size, rounded up:
+#: RAFT-large's all-pairs correlation pyramid at 640 x 432 is ~0.1 GiB a pair, Depth Anything V2 at 518 px, DINOv2-
+#: base and CLIP ViT-L/14 at 224 px are tens of MiB a frame) and the batch on a CPU (a fixed, modest one)
+BATCH_ITEM_BYTES = {"flow": 512 << 20, "depth": 256 << 20, "memory_depth": 256 << 20, "appearance": 64 << 20,
+                    "quality": 96 << 20}
+
+
+CPU_BATCH = {"flow": 8, "depth": 8, "memory_depth": 8, "appearance": 16, "quality": 16}
+
+
+MAX_BATCH = 64
+
+
+BATCH_MEMORY_SHARE = 0.5  # of the device's free memory when the pass starts (the models and other extractors: the rest)
+
+
+def batch_for(feature: str, device: str | None, given: int | None = None, free_bytes: int | None = None) -> int:
+    """The batch size of ``feature``'s model calls: ``given`` where the caller chose one; on a CUDA device as many
+    items as fit in ``BATCH_MEMORY_SHARE`` of its free memory (``torch.cuda.mem_get_info``, or ``free_bytes``), at most
+    ``MAX_BATCH``; elsewhere ``CPU_BATCH``. Batching never changes a result (each item is independent of the others
+    in its batch: tests/test_learned_batching.py)."""
+    if given is not None:
+        return max(1, int(given))
+    cpu = CPU_BATCH.get(feature, 8)
+    if not str(device or "cpu").startswith("cuda"):
+        return cpu
+    if free_bytes is None:
+        torch = require_torch()
+        if not torch.cuda.is_available():
+            return cpu
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    n = int(free_bytes * BATCH_MEMORY_SHARE) // BATCH_ITEM_BYTES.get(feature, 256 << 20)
+    return max(1, min(MAX_BATCH, n))
+
+
+def to_tensor(frame: np.ndarray, size: tuple[int, int], mean, std, device="cpu"):
+    """uint8 HxWx3 -> normalised 1x3xhxw float tensor at ``size`` = (w, h)."""
+    torch = require_torch()
+    f = cv2.resize(frame, size, interpolation=cv2.INTER_AREA if size[0] < frame.shape[1] else cv2.INTER_CUBIC)
+    x = torch.from_numpy(f.astype(np.float32) / 255.0).permute(2, 0, 1)
+    m = torch.tensor(mean).view(3, 1, 1)
+    s = torch.tensor(std).view(3, 1, 1)
+    return ((x - m) / s).unsqueeze(0).to(device)
+
+
+def resolve_device(device: str | None) -> str:
+    """``"auto"`` (the learned extractors' default) -> ``"cuda"`` where torch sees a GPU, else ``"cpu"`` (DA3's rule,
+    ``da3.default_device``); any other device as given."""
+    if device in (None, "auto"):
+        torch = require_torch()
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .features import Extractor, FeatureError
+from ..core import Extractor, FeatureError
 
 QALIGN_ID = "q-future/one-align"
 ENV_MODEL = "QALIGN_MODEL"  # wc:37
@@ -369,6 +369,16 @@ class QAlignFeature(Extractor):
     version = "1"
     backend = "learned"
     max_side = None  # native frames: WorldMark hands decord's full frames to the processor (qa:28)
+
+    @classmethod
+    def available(cls) -> bool:
+        """Where pyiqa's port and the weights are here, or QALIGN_MODEL names a checkpoint (then a missing piece is an
+        error, before the first record); else WorldMark's QA_q / QA_a are unavailable with what to install."""
+        return configured()
+
+    @classmethod
+    def preflight(cls) -> None:
+        check()
 
     def __init__(self, scorer: QAlignScorer | None = None, model: str | None = None, device: str | None = None,
                  dtype=None):

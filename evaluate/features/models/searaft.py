@@ -45,9 +45,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .checkout import checkout_problems
-from .classical import PAIR_GAP, FlowSignals
-from .features import Extractor, FeatureError
+from ...checkout import checkout_problems
+from ..core import FeatureError
+from ..signals import PAIR_GAP
 
 REPO_URL = "https://github.com/princeton-vl/SEA-RAFT"
 HF_ID = "MemorySlices/Tartan-C-T-TSKH-spring540x960-M"  # fe:36
@@ -430,90 +430,3 @@ def status() -> tuple[bool, str]:
     return (not miss), "; ".join(f"{m['what']}: {m['id']} -> {m['fetch']}" for m in miss)
 
 
-class SeaRaftFlow(Extractor):
-    """WorldMark's SEA-RAFT flow (fe:46-79) between frames i and i+2 on the 640x432 frame, turned into the same
-    ``flow`` feature as LearnedFlow (FlowSignals), plus fe's own Sx / Srad (``wm_sx``, ``wm_srad``). Pairs go
-    through the model ``batch_size`` at a time; the default 1 is fe's call exactly (a batch of several is the same
-    maths, but kernels may round differently: ~3e-6 px on CPU)."""
-
-    name = "flow"
-    version = "searaft-1"  # a cache key of its own: never mixed with torchvision RAFT's flow@1-learned
-    backend = "learned"
-    max_side = None  # native frames: WorldMark resizes the decoded frame itself (fe:62)
-
-    def __init__(self, path=None, ckpt=None, cfg=None, device: str | None = None, batch_size: int = 1, hud=None,
-                 model=None, args=None):
-        self.path, self.ckpt, self.cfg, self.device = path, ckpt, cfg, device
-        self.batch_size, self.hud = max(1, int(batch_size)), (tuple(hud) if hud else None)
-        self.model, self.args = model, args
-        self._paths = None
-
-    def _device(self) -> str:
-        """The given device, else CUDA where visible (WorldMark runs on CUDA, fe:37, 48), else CPU."""
-        if self.device is None:
-            import torch
-
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        return self.device
-
-    def check(self, import_modules: bool = True) -> dict:
-        if self._paths is None:
-            self._paths = check(self.path, self.ckpt, self.cfg, import_modules)
-        return self._paths
-
-    def _model(self):
-        if self.model is None:
-            p = self.check()
-            self.model, self.args = load_model(p["repo"], p["cfg"], p["ckpt"], self._device())
-        return self.model, self.args
-
-    def start(self, rec):
-        super().start(rec)
-        if self.model is None:
-            self.check()
-        self.prev, self.pairs = [], []
-        self.signals = FlowSignals()
-        self.wm = {"wm_sx": [], "wm_srad": []}
-        self._rad = None
-
-    def update(self, i, frame):
-        if frame is None:
-            return
-        im = analysis_frame(frame, self.hud)
-        self.prev.append(im)
-        if len(self.prev) > STEP:
-            self.pairs.append((self.prev.pop(0), im))
-            if len(self.pairs) >= self.batch_size:
-                self._run()
-
-    def _run(self):
-        if not self.pairs:
-            return
-        model, args = self._model()
-        dev = self._device()
-        if len(self.pairs) == 1:
-            fields = [worldmark_flow(model, args, *self.pairs[0], device=dev)]
-        else:
-            fields = list(worldmark_flow(model, args, np.stack([p[0] for p in self.pairs]),
-                                         np.stack([p[1] for p in self.pairs]), device=dev))
-        self.pairs = []
-        for f in fields:
-            if self._rad is None:
-                self._rad = radial_units(f.shape[1], f.shape[2])
-            sx, srad = worldmark_signals(f, self._rad)
-            self.wm["wm_sx"].append(sx)
-            self.wm["wm_srad"].append(srad)
-            self.signals.add(feature_flow(f, args.scale))
-
-    def finish(self):
-        self._run()
-        return {**self.signals.arrays(STEP), **{k: np.asarray(v, np.float64) for k, v in self.wm.items()}}
-
-    def config(self):
-        a = self.args
-        return {**super().config(), "model": "SEA-RAFT (checkout)",
-                "weights": self.ckpt or os.environ.get(ENV_CKPT) or HF_ID,
-                "config": Path(str(getattr(a, "cfg", CFG_REL))).name, "size": [RH, RW],
-                "scale": getattr(a, "scale", None), "iters": getattr(a, "iters", None), "step": STEP,
-                "hud": list(self.hud) if self.hud else None, "batch_size": self.batch_size,
-                "unit": "px of the 640x432 frame (SEA-RAFT's field x 2**-scale; fe scores half, fe:52)"}

@@ -39,8 +39,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .checkout import checkout_problems
-from .features import Extractor, FeatureError
+from ...checkout import checkout_problems
+from ..core import Extractor, FeatureError
 from .vggt_c3 import (
     C3_CONF_Q,
     C3_GRID_STEP,
@@ -218,6 +218,16 @@ class VGGTOmegaGlobal(Extractor):
     version = "1"
     backend = "learned"
     max_side = None  # native frames: the checkout's load_and_preprocess_images resizes (vg:45, 49)
+
+    @classmethod
+    def available(cls) -> bool:
+        """A checkout the user points at (VGGT_OMEGA_PATH): global memory runs when it is configured and is
+        unavailable, with what to set, when it is not."""
+        return configured()
+
+    @classmethod
+    def preflight(cls) -> None:
+        check()  # every missing piece of the checkout named at once, before the first record
 
     def __init__(self, path=None, ckpt=None, device: str | None = None, image_resolution: int = IMAGE_RESOLUTION):
         self.path, self.ckpt, self.device, self.image_resolution = path, ckpt, device, int(image_resolution)

@@ -23,7 +23,7 @@ def c3_select_frames(n_frames, fps):
     return fr
 
 
-def _samp(img, px, py):
+def sample_at(img, px, py):
     """vg:27-30 nearest-lower-pixel lookup with clipping."""
     H, W = img.shape[:2]
     x0 = np.clip(np.floor(px).astype(int), 0, W - 1); y0 = np.clip(np.floor(py).astype(int), 0, H - 1)
@@ -61,12 +61,12 @@ def c3_errors(extr, intr, depth, conf, with_skipped=False):
                 if inside.sum() < 5:
                     skipped += 1
                     continue
-                dj = _samp(depth[j], px, py); ratio = Z / np.maximum(dj, 1e-6)
-                cov = inside & (ratio > C3_OCC_LO) & (ratio < C3_OCC_HI) & (_samp(conf[j], px, py) >= conf_thr)
+                dj = sample_at(depth[j], px, py); ratio = Z / np.maximum(dj, 1e-6)
+                cov = inside & (ratio > C3_OCC_LO) & (ratio < C3_OCC_HI) & (sample_at(conf[j], px, py) >= conf_thr)
                 total += int(inside.sum()); covis += int(cov.sum())
                 if cov.sum() < 5:
                     continue
-                Y = _samp(wp[j], px[cov], py[cov])
+                Y = sample_at(wp[j], px[cov], py[cov])
                 errs.append(np.linalg.norm(X[cov] - Y, axis=1) / scale)
     return (errs, covis, total, skipped) if with_skipped else (errs, covis, total)
 
