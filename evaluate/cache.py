@@ -99,6 +99,7 @@ class FeatureCache:
         self.root = Path(root)
         self.digest = digest
         self.misses: list[str] = []
+        self.missed: dict[str, tuple[str, str]] = {}  # file -> ("legacy" | "damaged", why)
         self._said: set = set()
 
     def _inputs(self, rec) -> str:
@@ -112,12 +113,40 @@ class FeatureCache:
         """``<root>/<inputs digest[:20]>/<name>@<version>-<backend>.npz``: a record's every input and the extractor."""
         return self.root / self._inputs(rec)[:20] / f"{ex.key()}.npz"
 
-    def _say(self, p: Path, why: str) -> None:
+    def _say(self, p: Path, why: str, legacy: bool = False) -> None:
+        """Record a miss. A file an older worldgate wrote (no digest) is counted and said in ONE line per cache (a
+        whole run of them is expected once after an upgrade); any other miss is a warning naming the file."""
         if (str(p), why) not in self._said:
             self._said.add((str(p), why))
             line = f"{p}: {why}; not served (evaluate recomputes it)"
             self.misses.append(line)
-            log.warning("feature cache miss: %s", line)
+            self.missed[str(p)] = ("legacy" if legacy else "damaged", why)
+            if not legacy:
+                log.warning("feature cache miss: %s", line)
+            elif sum(k == "legacy" for k, _ in self.missed.values()) == 1:
+                log.warning("feature cache: files written by an older worldgate carry no content digest and are "
+                            "recomputed (first: %s); the run's results count them", p)
+
+    def summary(self) -> str | None:
+        """One line for the run's results: how many cache files were not served and why, or None."""
+        if not self.missed:
+            return None
+        legacy = sum(k == "legacy" for k, _ in self.missed.values())
+        parts = ([f"{legacy} written by an older worldgate (no content digest)"] if legacy else []) + (
+            [f"{len(self.missed) - legacy} damaged, edited, another record's or not regular files"]
+            if len(self.missed) > legacy else [])
+        return (f"feature cache: {len(self.missed)} cached file(s) not served ({'; '.join(parts)}): recomputed, "
+                "never served as computed")
+
+    def why_not_served(self, rec) -> list[str]:
+        """Each cache file of ``rec`` that was present but not served, as 'legacy cache FILE' / 'damaged cache
+        FILE (why)' (for --rescore's error)."""
+        folder = str(self.path_folder(rec))
+        return [f"{'legacy' if kind == 'legacy' else 'damaged'} cache {p} ({why})"
+                for p, (kind, why) in self.missed.items() if p.startswith(folder + os.sep)]
+
+    def path_folder(self, rec) -> Path:
+        return self.root / self._inputs(rec)[:20]
 
     def _open_root(self, create: bool) -> int:
         """A descriptor of the real ``root`` folder (its parent is the run, opened as given)."""
@@ -181,7 +210,7 @@ class FeatureCache:
             return None
         stored = data.pop(DIGEST_KEY, None)
         if stored is None or stored.shape != () or stored.dtype.kind != "U":
-            self._say(p, "carries no content digest (written by an older worldgate, or by hand)")
+            self._say(p, "carries no content digest (written by an older worldgate, or by hand)", legacy=True)
             return None
         if str(stored) != content_digest(inputs, key, data):
             self._say(p, "its content does not match its digest (edited, damaged, or another record's)")

@@ -28,7 +28,7 @@ from . import metrics as M
 from . import protocol as PR
 from . import uncertainty as U
 from .csv_cells import csv_text
-from .features import FeatureCache, FeatureError, compute_features, open_record, scoring_view
+from .features import FeatureCache, FeatureError, MissingFeature, compute_features, open_record, scoring_view
 from .judges import open_judge
 from .metrics import benchmarks, metric_info, score_record
 from .results import ResultsError, read_results, read_samples, write_results
@@ -88,7 +88,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
                     samples.append(b.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats,
                                                   **({"judge": vlm} if vlm and getattr(b, "judge", None) else {})))
             continue
-        row = {"case": folder.name}
+        row, rec = {"case": folder.name}, None
         try:
             rec = open_record(folder)
             row["tags"] = rec.meta.get("case", {}).get("tags", {})  # also on an error row: family coverage reads it
@@ -117,6 +117,10 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
             })
         except FeatureError as e:
             row["error"] = str(e)
+            why = cache.why_not_served(rec) if rescore and rec is not None and isinstance(e, MissingFeature) else []
+            if why:  # --rescore on a cache that was there but could not be served: say which file and what to do
+                row["error"] = (f"{folder.name}: --rescore scores from the cache only, and its " + "; ".join(why[:3])
+                                + " was not served: run evaluate without --rescore to recompute it")
         except Exception as e:  # a bug in one record's scoring must not hide the others; it is reported in full
             row["error"] = f"{type(e).__name__}: {e}"
         samples.append(row)
@@ -133,7 +137,8 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
         "provenance": {**environment(), "models": models_of({ex.name: ex.config() for ex in extractors}),
                        "judge": judge_provenance(vlm) if vlm else None},
         "errors": {s["case"]: s["error"] for s in samples if "error" in s},
-        "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")},
+        "caveats": {s["case"]: s["caveats"] for s in samples if s.get("caveats")} | (
+            {"(feature cache)": [cache.summary()]} if cache.summary() else {}),  # one line per run, counting files
         "features": feat_stats,
         "seconds": time.perf_counter() - t_all,
     })
