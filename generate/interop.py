@@ -12,8 +12,8 @@ is unreadable (a FIFO, a link, not JSON), or that holds a link, FIFO or device a
 stops at a delivery folder that is a link (:class:`DeliveryError`); a planted link where a video or the manifest goes
 is replaced, never written through. Import fails, naming it, a video (or domain / view / MODEL folder) that is a link,
 a FIFO or a device, a sidecar path that is absolute or climbs out of the delivery with ``..``, and a sidecar holding
-anything but real folders and regular files (sizes bounded: :data:`MAX_FILE_BYTES` a file, :data:`MAX_RECORD_BYTES` a
-record); a manifest.jsonl that is not a regular UTF-8 file of JSON objects is an error naming it (and the line).
+anything but real folders and regular files (sizes bounded: :data:`~.delivery_files.MAX_FILE_BYTES` a file,
+:data:`~.delivery_files.MAX_RECORD_BYTES` a record); a manifest.jsonl that is not a regular UTF-8 file of JSON objects is an error naming it (and the line).
 MODEL folders must be upper case, as WorldMark's spec says (output_spec.md §3: "``MODEL`` is the upper-case model tag
 and must be stable across runs"); a lower-case one fails its videos saying to rename it (:func:`check_delivery_model`).
 
@@ -38,6 +38,9 @@ frames the video has (commanded poses at i / fps). A video shorter or longer tha
 measured fps frames) gets a caveat saying by how much, which keys it never reaches or cuts short, or which frames
 come after the last key (they hold the final commanded pose). WorldMark-protocol scoring keeps its own even split of
 the flow timeline (docs/worldmark.md); these boundaries serve every other metric and the report.
+
+This module is the import side; export is :mod:`.worldmark_export`, and the names and safe file copies both use are
+:mod:`.delivery_files`.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -58,334 +60,17 @@ from worldgate.trajectories import library
 from worldgate.trajectories.suites import CASE_ID, Case
 from worldgate.trajectories.worldmark import WORLDMARK_DOMAINS, WORLDMARK_VIEWS, worldmark_suite
 
-from .record_files import (MAX_ARRAY_BYTES, MAX_JSON_BYTES, RecordError, _kind, _link_target, read_record_json,
-                           read_regular_text)
-from .records import (
-    RecordWriter,
-    candidate_records,
-    check_record_file,
-    is_complete,
-    read_meta_reason,
-    record_dir,
-    trajectory_json,
-)
+from .delivery_files import (MAX_MANIFEST_BYTES, MAX_VIDEO_BYTES, SIDECAR, InteropError, check_format,
+                             check_regular, copy_regular, copy_tree_regular, not_regular)
+from .record_files import RecordError, file_kind, link_target, read_record_json, read_regular_text
+from .records import RecordWriter, is_complete, record_dir, trajectory_json
 from .video import probe_video, sha256_file
 
-FORMATS = ("worldmark",)
-SIDECAR = "worldgate"
 _NAME = re.compile(r"^(\d{3})_(\d{3})\.mp4$")
 #: the rules ``meta.json["key_boundaries"]`` names for a foreign video
 MANIFEST_RULE, COMMANDED_RULE = "manifest", "commanded-duration-at-measured-fps"
 #: how a foreign video's case id is formed (one run for every MODEL folder of a delivery)
 CASE_ID_RULE = "{MODEL}-{view}-{domain}-{image:03d}_{action:03d}"
-
-
-class InteropError(ValueError):
-    pass
-
-
-class DeliveryError(InteropError):
-    """The delivery folder itself cannot be written safely (a folder of it is a link or a file): the whole export stops."""
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise InteropError(f"unknown delivery format {fmt!r}; known: {', '.join(FORMATS)}")
-
-
-def model_tag(name: str) -> str:
-    tag = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
-    if not tag:
-        raise InteropError(f"cannot make a WorldMark MODEL tag from {name!r}; pass --model-tag")
-    return tag
-
-
-#: bounds of what one record's sidecar (and one record's files at export) may hold: a file, all files, how many, how
-#: deep; a manifest.jsonl's size
-MAX_FILE_BYTES = MAX_ARRAY_BYTES
-MAX_RECORD_BYTES = 4 << 30
-MAX_RECORD_FILES = 10_000
-MAX_RECORD_DEPTH = 8
-MAX_MANIFEST_BYTES = 4 * MAX_JSON_BYTES
-#: the largest video import copies (a 10-minute rollout at 1280x704 is well under 1 GiB)
-MAX_VIDEO_BYTES = 16 << 30
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _not_regular(path: Path, shown, st) -> str | None:
-    """Why ``path`` (lstat ``st``; ``shown`` names it in messages) is not a plain regular file, or None."""
-    if stat.S_ISLNK(st.st_mode):
-        return (f"{shown} is a symbolic link (to {_link_target(path)}): deliveries and records are read only as "
-                "regular files inside their folder, never through a link (copy the file in instead)")
-    if not stat.S_ISREG(st.st_mode):
-        return f"{shown} is {_kind(st.st_mode)}, not a regular file: only regular files are read (remove it)"
-    return None
-
-
-def check_regular(path: Path, shown=None) -> os.stat_result:
-    """The lstat of ``path`` when it is a regular file (never followed, never opened); :class:`InteropError` naming it
-    (``shown``, default the path) for a symbolic link, a FIFO, a device, a socket or a folder."""
-    shown = path if shown is None else shown
-    st = os.lstat(path)
-    why = _not_regular(path, shown, st)
-    if why:
-        raise InteropError(why)
-    return st
-
-
-def copy_regular(src: Path, dst: Path, shown=None, limit: int = MAX_FILE_BYTES) -> int:
-    """Copy the regular file ``src`` to the new file ``dst``: opened without following a link and without blocking on
-    a FIFO (checked again on the open descriptor), at most ``limit`` bytes; returns the bytes copied. Never a hard
-    link (the copy is the destination's own)."""
-    shown = src if shown is None else shown
-    check_regular(src, shown)
-    try:
-        fd = os.open(src, _OPEN_FLAGS)
-    except OSError as e:
-        raise InteropError(f"{shown} could not be opened as a regular file ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise InteropError(f"{shown} is {_kind(st.st_mode)}, not a regular file (it changed while being read)")
-        if st.st_size > limit:
-            raise InteropError(f"{shown} is {st.st_size} bytes, over the {limit >> 20} MiB a file may hold here")
-        n = 0
-        with open(dst, "xb") as g:
-            while True:
-                b = f.read(1 << 20)
-                if not b:
-                    break
-                n += len(b)
-                if n > limit:
-                    raise InteropError(f"{shown} grew past {limit >> 20} MiB while being copied")
-                g.write(b)
-    return n
-
-
-def _scan_tree(src: Path, shown: str, prefix: tuple = (), seen: list | None = None) -> list[tuple]:
-    """The relative paths (tuples of names) of every regular file below the real folder ``src``; anything else there
-    (a symbolic link, a FIFO, a device, a socket) or too much (files, depth) is an :class:`InteropError` naming it."""
-    seen = [] if seen is None else seen
-    if not prefix:
-        st = os.lstat(src)
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            raise InteropError(f"{shown} is {'a symbolic link' if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)}, "
-                               "not a real folder: folders are read only as real folders, never through a link")
-    if len(prefix) > MAX_RECORD_DEPTH:
-        raise InteropError(f"{shown} is nested more than {MAX_RECORD_DEPTH} folders deep: not a worldgate record")
-    with os.scandir(src.joinpath(*prefix)) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        rel = (*prefix, e.name)
-        st = e.stat(follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            _scan_tree(src, shown, rel, seen)
-            continue
-        why = _not_regular(Path(e.path), "/".join((shown, *rel)), st)
-        if why:
-            raise InteropError(why)
-        seen.append(rel)
-        if len(seen) > MAX_RECORD_FILES:
-            raise InteropError(f"{shown} holds more than {MAX_RECORD_FILES} files: not a worldgate record")
-    return seen
-
-
-def copy_tree_regular(src: Path, dst: Path, shown: str, skip=()) -> list[tuple]:
-    """Copy the real folder ``src`` into ``dst``: regular files only, nothing followed (a symbolic link, FIFO, device
-    or socket anywhere below is refused, naming it, before anything is copied), sizes bounded (:data:`MAX_FILE_BYTES`
-    a file, :data:`MAX_RECORD_BYTES` in all); ``skip``: top-level names left out. Returns the files copied."""
-    files = [f for f in _scan_tree(src, shown) if f[0] not in skip]
-    total = 0
-    for rel in files:
-        d = dst.joinpath(*rel)
-        d.parent.mkdir(parents=True, exist_ok=True)
-        total += copy_regular(src.joinpath(*rel), d, "/".join((shown, *rel)))
-        if total > MAX_RECORD_BYTES:
-            raise InteropError(f"{shown} holds more than {MAX_RECORD_BYTES >> 30} GiB: not a worldgate record")
-    return files
-
-
-def _real_dir(root: Path, rel: Path, create: bool = True) -> Path:
-    """``root / rel`` as a real folder inside ``root``: every component below ``root`` is created where missing and
-    must be a folder, not a symbolic link (:class:`InteropError` naming it: export never writes through a link)."""
-    p = root
-    for part in rel.parts:
-        if part in ("", ".", "..") or "/" in part:
-            raise InteropError(f"{rel} is not a folder name inside {root}")
-        p = p / part
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            if not create:
-                return root.joinpath(*rel.parts)
-            p.mkdir()
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            raise DeliveryError(f"{p} is a symbolic link (to {_link_target(p)}): export writes only into real folders "
-                                "inside the delivery; remove the link (or give another --out) and export again")
-        if not stat.S_ISDIR(st.st_mode):
-            raise DeliveryError(f"{p} is {_kind(st.st_mode)}, not a folder: remove it or give another --out")
-    return p
-
-
-def _replace_file(dst: Path, write) -> None:
-    """Write a new file at ``dst`` through a temporary name and rename it into place: whatever ``dst`` was (a stale
-    file, a planted link) is replaced, never written through."""
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    if os.path.lexists(tmp):
-        tmp.unlink()
-    try:
-        write(tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.lexists(tmp):
-            tmp.unlink()
-        raise
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """Hard-link ``src`` (a record's checked regular file) at ``dst``, or copy it where links are not possible."""
-
-    def put(tmp):
-        try:
-            os.link(src, tmp, follow_symlinks=False)
-        except OSError:
-            copy_regular(src, tmp)
-
-    _replace_file(dst, put)
-
-
-@dataclass
-class ExportResult:
-    out: Path
-    exported: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    tag: str | None = None  # the MODEL folder name the records went to
-
-
-def export_worldmark(run: str | Path, out: str | Path, tag: str | None = None, fmt: str = "worldmark") -> ExportResult:
-    """Write the WorldMark delivery layout of every complete rollout record of ``run`` under ``out``. A record that
-    cannot be exported (incomplete, its meta.json or trajectory.json unreadable, a link, FIFO or device among its
-    files, not a WorldMark case) is skipped with its reason; nothing is followed out of the run, and nothing is
-    written through a link inside the delivery (a folder of it that is a link is an error)."""
-    _check_format(fmt)
-    run, out = Path(run), Path(out)
-    if not run.is_dir():
-        raise FileNotFoundError(f"run folder {run} not found")
-    res = ExportResult(out=out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for rec in candidate_records(run):
-        meta, why = read_meta_reason(rec)
-        if meta is None:
-            res.skipped[rec.name] = why
-            continue
-        if not is_complete(rec):
-            res.skipped[rec.name] = ("incomplete record (meta.json not marked complete, or its video is missing, not "
-                                     "a regular file or not of the recorded size): regenerate it")
-            continue
-        try:
-            row = _export_record(rec, meta, out, tag, res)
-        except DeliveryError:
-            raise
-        except (InteropError, RecordError) as e:
-            res.skipped[rec.name] = str(e)
-            continue
-        except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:  # a malformed record, never the export
-            res.skipped[rec.name] = f"malformed record ({type(e).__name__}: {e}): regenerate it"
-            continue
-        if row is not None:
-            rows.append(row)
-            res.exported.append(rec.name)
-    manifest = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
-    _replace_file(out / "manifest.jsonl", lambda tmp: tmp.write_text(manifest))
-    return res
-
-
-def _export_record(rec: Path, meta: dict, out: Path, tag: str | None, res: ExportResult) -> dict | None:
-    """One record into the delivery: its manifest row, or None (skipped, the reason in ``res.skipped``)."""
-    tags = (meta.get("case") or {}).get("tags") or {}
-    if not isinstance(tags, dict):
-        tags = {}
-    missing = [k for k in ("view", "domain", "image", "action_id") if k not in tags]
-    if missing:
-        res.skipped[rec.name] = f"not a WorldMark case (tags lack {missing})"
-        return None
-    mtag = model_tag(tag or (meta.get("adapter") or {}).get("name") or "")
-    view, domain = tags["view"], tags["domain"]
-    if view not in WORLDMARK_VIEWS or domain not in WORLDMARK_DOMAINS:  # tags become folder names: only these
-        res.skipped[rec.name] = (f"tags view={view!r}, domain={domain!r} are not WorldMark's "
-                                 f"({'/'.join(WORLDMARK_VIEWS)}, {'/'.join(WORLDMARK_DOMAINS)})")
-        return None
-    try:
-        img, aid = int(tags["image"]), int(tags["action_id"])
-    except (TypeError, ValueError):
-        res.skipped[rec.name] = f"tags image={tags['image']!r}, action_id={tags['action_id']!r} are not integers"
-        return None
-    if not (0 <= img <= 999 and 1 <= aid <= 15):
-        res.skipped[rec.name] = f"image {img} / action id {aid} outside WorldMark's 000-999 / 1-15"
-        return None
-    # everything the record holds is checked before anything is written: regular files only, nothing followed
-    check_record_file(rec / "video.mp4")
-    traj = read_record_json(rec / "trajectory.json")
-    if not isinstance(traj, dict) or not isinstance(traj.get("segments"), list):
-        raise InteropError("trajectory.json is not a worldgate trajectory (no segment list)")
-    _scan_tree(rec, rec.name)
-    rel = Path(domain) / view / mtag / f"{img:03d}_{aid:03d}.mp4"
-    res.tag = mtag
-    vdir = _real_dir(out, rel.parent)
-    side = _real_dir(out, Path(SIDECAR) / rec.name, create=False)  # an existing sidecar must be a real folder
-    _link_or_copy(rec / "video.mp4", vdir / rel.name)
-    _real_dir(out, Path(SIDECAR))
-    _replace_sidecar(rec, side)  # everything but the video (the delivery itself)
-    ach = meta.get("achieved") or {}
-    info = (meta.get("adapter") or {}).get("info") or {}
-    intr = meta.get("intrinsics") or {}
-    regime = intr.get("regime")
-    return {
-        "model": mtag, "view": view, "domain": domain, "image": f"{img:03d}", "action_id": aid,
-        "keys": "".join(_key(s) for s in traj["segments"]),
-        "video": str(rel),
-        "native": {"format": info.get("control"), "files": sorted((meta.get("files") or {}).keys() - {"video.mp4"})},
-        "requested": {"segments": len(traj["segments"]), "target_sec": sum(s["seconds"] for s in traj["segments"])},
-        "achieved": {"width": ach.get("width"), "height": ach.get("height"), "fps": ach.get("fps"),
-                     "fps_source": info.get("fps_source"), "frames": ach.get("frames"),
-                     "sec": ach.get("seconds", (ach.get("frames") or 0) / (ach.get("fps") or 1)), "measured": True},
-        "segments": [{"keys": _key(s), "frames": s["frames"]} for s in traj["segments"]],
-        "intrinsics": {"supplied": regime == 4, "regime": regime, "transform": intr.get("transform", "n/a"),
-                       "src_fov_deg": intr.get("case_hfov_deg"), "model_fov_deg": intr.get("native_hfov_deg")},
-        "prompt": {"source": meta.get("prompt_source")},
-        "caveats": meta.get("caveats", []),
-        "worldgate": {"case_id": rec.name, "sidecar": f"{SIDECAR}/{rec.name}"},
-    }
-
-
-def _replace_sidecar(rec: Path, side: Path) -> None:
-    """Copy the record (but its video) into a new folder beside ``side``, then rename it into place: an interrupted
-    re-export keeps the previous sidecar whole (the old one is removed only once the new one is in place)."""
-    new = side.with_name(f".{side.name}.{os.getpid()}.new")
-    old = side.with_name(f".{side.name}.{os.getpid()}.old")
-    for p in (new, old):
-        if os.path.islink(p) or (os.path.lexists(p) and not os.path.isdir(p)):
-            os.unlink(p)
-        elif os.path.lexists(p):
-            shutil.rmtree(p)
-    new.mkdir()
-    try:
-        copy_tree_regular(rec, new, rec.name, skip={"video.mp4"})
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    if os.path.lexists(side):
-        os.rename(side, old)
-    os.rename(new, side)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _key(seg: dict) -> str:
-    """The protocol letter of a segment (``W``, ``L``...); combined or held segments join their channels."""
-    parts = [v for v in (seg["move"], seg["look"]) if v != "idle"]
-    return "+".join(parts) or "_"
 
 
 @dataclass
@@ -436,7 +121,7 @@ def _delivery_videos(root: Path):
 
     def bad_dir(p: Path, st) -> str | None:
         if stat.S_ISLNK(st.st_mode):
-            return (f"{p.relative_to(root)} is a symbolic link (to {_link_target(p)}): a delivery's folders are read "
+            return (f"{p.relative_to(root)} is a symbolic link (to {link_target(p)}): a delivery's folders are read "
                     "only as real folders inside it, never through a link (copy the folder in instead)")
         return None
 
@@ -474,7 +159,7 @@ def _delivery_videos(root: Path):
                     if not match:
                         continue
                     vp = Path(v.path)
-                    why = _not_regular(vp, vp.relative_to(root), v.stat(follow_symlinks=False))
+                    why = not_regular(vp, vp.relative_to(root), v.stat(follow_symlinks=False))
                     yield domain, view, m.name, int(match.group(1)), int(match.group(2)), vp, why
 
 
@@ -526,9 +211,9 @@ def sidecar_dir(delivery: Path, side) -> Path:
             return delivery.joinpath(*rel.parts)
         if stat.S_ISLNK(st.st_mode):
             raise InteropError(f"the sidecar {side!r}: {d.relative_to(delivery)} is a symbolic link (to "
-                               f"{_link_target(d)}): a sidecar is read only as a real folder inside the delivery")
+                               f"{link_target(d)}): a sidecar is read only as a real folder inside the delivery")
         if not stat.S_ISDIR(st.st_mode):
-            raise InteropError(f"the sidecar {side!r}: {d.relative_to(delivery)} is {_kind(st.st_mode)}, not a folder")
+            raise InteropError(f"the sidecar {side!r}: {d.relative_to(delivery)} is {file_kind(st.st_mode)}, not a folder")
     return d
 
 
@@ -538,7 +223,7 @@ def import_worldmark(delivery: str | Path, out: str | Path, arena: str | Path | 
     folder, foreign case ids ``{MODEL}-{view}-{domain}-{image:03d}_{action:03d}`` (see the module docstring). Nothing
     is read through a link or from outside the delivery: a video (or folder) that is a link, a FIFO or a device, and a
     sidecar path out of the delivery, fail their video with the reason."""
-    _check_format(fmt)
+    check_format(fmt)
     delivery, out = Path(delivery), Path(out)
     if not delivery.is_dir():
         raise FileNotFoundError(f"delivery folder {delivery} not found")
@@ -730,6 +415,8 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
     if ach.rotation:  # the decoded frames are upright; the size recorded is theirs, the coded one differs
         caveats.append(f"the video's display matrix rotates it by {ach.rotation:g} degrees: its frames are scored "
                        f"as displayed ({ach.width}x{ach.height}), rotated from the coded stream")
+    if ach.resampled:  # a variable-frame-rate stream: the frames recorded are the constant-rate ones evaluate reads
+        caveats.append(f"the video has a {ach.resampled}; these are the frames scored")
     traj = case.trajectory
     segs, rule, notes = key_boundaries(traj, ach.frames, ach.fps, row.get("segments"))
     caveats += notes

@@ -41,7 +41,7 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, 
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
@@ -68,12 +68,10 @@ def check_record_file(path: Path, required: bool = True) -> bool:
         raise RecordError(f"{path.name} is a symbolic link (to {link_target(path)}): a record's files are read only "
                           "as regular files inside its folder (copy the file in instead)")
     if not stat.S_ISREG(st.st_mode):
-        raise RecordError(f"{path.name} is {_kind(st.st_mode)}, not a regular file: a record's files are regular "
+        raise RecordError(f"{path.name} is {file_kind(st.st_mode)}, not a regular file: a record's files are regular "
                           "files (rewrite the record)")
     return True
 
-
-_link_target = link_target  # the name generate/interop.py imports
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -89,7 +87,7 @@ def read_regular_text(path: Path, limit: int) -> str:
     if stat.S_ISLNK(st.st_mode):
         raise RecordError(f"{path} is a symbolic link (to {link_target(path)}), not a regular file")
     if not stat.S_ISREG(st.st_mode):
-        raise RecordError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+        raise RecordError(f"{path} is {file_kind(st.st_mode)}, not a regular file")
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as e:
@@ -120,7 +118,7 @@ def _open_record_file(path: Path) -> int:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise RecordError(f"{Path(path).name} is {_kind(st.st_mode)}, not a regular file")
+        raise RecordError(f"{Path(path).name} is {file_kind(st.st_mode)}, not a regular file")
     return fd
 
 

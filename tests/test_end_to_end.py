@@ -23,8 +23,9 @@ from test_conformance import ENGINE_SIZE, fake_checkout, extra_paths, kind_of
 from worldgate.adapters import MODELS, get_adapter
 from worldgate.evaluate.report import write_report
 from worldgate.evaluate.runner import evaluate_run
-from worldgate.generate.interop import export_worldmark, import_worldmark
+from worldgate.generate.interop import import_worldmark
 from worldgate.generate.runner import run_generate
+from worldgate.generate.worldmark_export import export_worldmark
 from worldgate.trajectories.suites import load_suite
 
 IMAGE_SIZE = (1024, 768)  # a WorldMark real image's aspect (4:3)

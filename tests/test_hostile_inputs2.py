@@ -11,11 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-import worldgate.generate.interop as interop
+import worldgate.generate.delivery_files as delivery_files
 from worldgate.adapters.repo import command_argv, command_words
 from worldgate.evaluate.runner import evaluate_run
-from worldgate.generate.interop import export_worldmark, import_worldmark
+from worldgate.generate.interop import import_worldmark
 from worldgate.generate.overrides import parse_overrides, split_overrides
+from worldgate.generate.worldmark_export import export_worldmark
 from worldgate.trajectories.registry import UnknownNameError
 
 QUICK = ["model.width=64", "model.height=64", "model.threads=1", "trajectory.seconds=1"]
@@ -90,7 +91,7 @@ def test_an_interrupted_re_export_keeps_the_previous_sidecar(delivery, tmp_path,
     run, dl0, case = delivery
     dl = _copy_dl(dl0, tmp_path)
     before = sorted(p.relative_to(dl).as_posix() for p in (dl / "worldgate").rglob("*"))
-    real = interop.copy_regular
+    real = delivery_files.copy_regular
     calls = []
 
     def dies(src, dst, *a, **k):
@@ -99,7 +100,7 @@ def test_an_interrupted_re_export_keeps_the_previous_sidecar(delivery, tmp_path,
             raise KeyboardInterrupt  # Ctrl-C half-way through the sidecar's files
         return real(src, dst, *a, **k)
 
-    monkeypatch.setattr(interop, "copy_regular", dies)
+    monkeypatch.setattr(delivery_files, "copy_regular", dies)
     with pytest.raises(KeyboardInterrupt):
         export_worldmark(run, dl)
     monkeypatch.undo()

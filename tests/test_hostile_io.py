@@ -16,9 +16,11 @@ import pytest
 from worldgate.cli import main
 from worldgate.evaluate.report import ReportError, write_report
 from worldgate.evaluate.runner import evaluate_run
-from worldgate.generate.interop import DeliveryError, InteropError, export_worldmark, import_worldmark
+from worldgate.generate.delivery_files import DeliveryError, InteropError
+from worldgate.generate.interop import import_worldmark
 from worldgate.generate.records import list_records
 from worldgate.generate.runner import run_generate
+from worldgate.generate.worldmark_export import export_worldmark
 
 QUICK = ["model.width=64", "model.height=64", "model.threads=1", "trajectory.seconds=1"]
 SECRET = b"TOP-SECRET outside the run\n"

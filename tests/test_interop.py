@@ -9,10 +9,12 @@ import pytest
 
 from worldgate.cli import main
 from worldgate.evaluate.runner import evaluate_run
-from worldgate.generate.interop import InteropError, export_worldmark, import_worldmark, model_tag
+from worldgate.generate.delivery_files import model_tag
+from worldgate.generate.interop import InteropError, import_worldmark
 from worldgate.generate.records import list_records
 from worldgate.generate.runner import run_generate
 from worldgate.generate.video import probe_video
+from worldgate.generate.worldmark_export import export_worldmark
 
 QUICK = ["model.width=64", "model.height=64", "model.threads=1", "trajectory.seconds=1"]
 

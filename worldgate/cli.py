@@ -34,9 +34,10 @@ from worldgate.experiments.compare import add_parser as add_compare_parser
 from worldgate.experiments.context import compare_context
 from worldgate.experiments.sweep import run_sweep
 from worldgate.experiments.validate import markdown, run_validation
-from worldgate.generate.interop import export_worldmark, import_worldmark, load_arena_cases
+from worldgate.generate.interop import import_worldmark, load_arena_cases
 from worldgate.generate.overrides import parse_model_args
 from worldgate.generate.runner import check_out, run_generate
+from worldgate.generate.worldmark_export import export_worldmark
 from worldgate.trajectories.core import TrajectoryError
 from worldgate.trajectories.suites import SuiteError
 
