@@ -41,8 +41,7 @@ from worldgate.generate.worldmark_export import export_worldmark
 from worldgate.trajectories.core import TrajectoryError
 from worldgate.trajectories.suites import SuiteError
 
-from . import cluster, dist, doctor, publish
-from . import setup as model_setup
+from . import cluster, dist, doctor, publish, setup as model_setup
 from .listing import add_parsers as add_listing_parsers  # noqa: E402
 from .scaffold import add_parser as add_new_adapter_parser  # noqa: E402
 
