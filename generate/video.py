@@ -157,6 +157,9 @@ class VideoInfo:
     #: the stream's display rotation in degrees (its display matrix), which decoding applies: width and height are
     #: the decoded (displayed) size, never the coded one; 0 for an upright stream. Not part of :meth:`to_dict`
     rotation: float = 0.0
+    #: for a variable-frame-rate stream, how it was made constant (empty for a constant-rate one): the frames and
+    #: fps above are the constant-rate ones, which is what :func:`read_frames` yields. Not part of :meth:`to_dict`
+    resampled: str = ""
 
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "fps": self.fps, "frames": self.frames,
@@ -164,23 +167,30 @@ class VideoInfo:
 
 
 _ROTATION = re.compile(rb"[Dd]isplay ?[Mm]atrix: rotation of (-?[\d.]+) degrees|\brotate\s*:\s*(-?\d+)")
+_OUT_FPS = re.compile(rb"Output #0.*?Stream #0:\d+.*?: Video: .*?, ([\d.]+) fps", re.S)
 _STREAM = re.compile(rb"Stream #0:\d+.*?: Video: .*?, (\d{2,5})x(\d{2,5})[, \[].*?(?:, ([\d.]+) fps|, ([\d.]+) tbr)")
 
 
 def probe_video(path: str | Path) -> VideoInfo:
-    """Measure a video file by decoding it once with ffmpeg: size and fps from the stream header, frames counted
-    while decoding. Raises ``ValueError`` for a file ffmpeg cannot read or that has no video frames."""
+    """Measure a video file by decoding it once with ffmpeg as :func:`read_frames` decodes it: at a constant frame
+    rate (``-fps_mode cfr``, the rate ffmpeg gives the decoded stream), size from the decoded stream, frames counted
+    while decoding. A variable-frame-rate stream is resampled to that constant rate (frames duplicated or dropped,
+    counted, said in ``resampled``), so import records the very frames evaluate reads. Raises ``ValueError`` for a
+    file ffmpeg cannot read or that has no video frames."""
     path = str(path)
-    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-nostdin", "-i", path, "-map", "0:v:0", "-vf", "null",
-           "-f", "null", "-"]
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-nostdin", "-i", path, "-map", "0:v:0", "-fps_mode", "cfr",
+           "-vf", "null", "-f", "null", "-"]
     r = subprocess.run(cmd, capture_output=True, timeout=600)
     out = r.stderr
     m = _STREAM.search(out)
     frames = None
     secs = 0.0
+    dup = drop = 0
     for line in reversed(out.replace(b"\r", b"\n").splitlines()):
         if line.startswith(b"frame="):
             frames = int(re.search(rb"frame=\s*(\d+)", line).group(1))
+            dd = re.search(rb"dup=\s*(\d+)\s+drop=\s*(\d+)", line)
+            dup, drop = (int(dd.group(1)), int(dd.group(2))) if dd else (0, 0)
             t = re.search(rb"time=\s*(\d+):(\d+):([\d.]+)", line)
             if t:
                 secs = int(t.group(1)) * 3600 + int(t.group(2)) * 60 + float(t.group(3))
@@ -189,12 +199,19 @@ def probe_video(path: str | Path) -> VideoInfo:
         tail = out.decode(errors="ignore").strip().splitlines()[-1:] or ["no output"]
         raise ValueError(f"{path}: not a readable video with frames ({tail[0]})")
     fps = float(m.group(3) or m.group(4))
+    o = _OUT_FPS.search(out)  # the constant rate the frames were counted at (and read_frames yields)
+    resampled = ""
+    if dup or drop:
+        rate = float(o.group(1)) if o else fps
+        resampled = (f"variable frame rate (the stream averages {fps:g} fps): resampled to a constant {rate:g} fps as "
+                     f"it decodes, {frames} frames ({dup} duplicated, {drop} dropped)")
+        fps = rate
     width, height = int(m.group(1)), int(m.group(2))
     rot = _ROTATION.search(out)
     rotation = float(rot.group(1) or rot.group(2)) % 360 if rot else 0.0
     if round(rotation) % 180 == 90:  # ffmpeg rotates while decoding (read_frames too): the frames are this size
         width, height = height, width
-    return VideoInfo(width, height, fps, int(frames), float(secs), rotation)
+    return VideoInfo(width, height, fps, int(frames), float(secs), rotation, resampled)
 
 
 def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None,
