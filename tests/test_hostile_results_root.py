@@ -63,7 +63,7 @@ HOSTILE = [
     (C3, (KEY, "global_median_e"), -0.5, '"global_median_e" is -0.5, below its range\'s 0.0'),
     (C3, (KEY, "global_median_e"), 1e300, '"global_median_e" is 1e+300, above its range\'s 1000000.0'),
     (C3, (KEY, "global_median_e"), "Infinity", '"global_median_e" inf is not a finite number (got Infinity)'),
-    (QA, (KEY, "qalign_quality"), "12" * 200, '"qalign_quality" is an integer of 400 digits, out of range'),  # 400 digits (raw JSON)
+    (QA, (KEY, "qalign_quality"), "12" * 200, '"qalign_quality" is an integer of 400 digits, out of range'),
     (QA, (KEY,), 5, f'"{KEY}" is a JSON integer, not an object'),
     (FLOW, (), [1, 2], "a JSON list, not an object (one video's flow record)"),
     (C3, (), "oops", "a JSON str, not an object of entries"),
