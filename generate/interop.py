@@ -415,8 +415,10 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
     if ach.rotation:  # the decoded frames are upright; the size recorded is theirs, the coded one differs
         caveats.append(f"the video's display matrix rotates it by {ach.rotation:g} degrees: its frames are scored "
                        f"as displayed ({ach.width}x{ach.height}), rotated from the coded stream")
-    if ach.resampled:  # variable frame rate: evaluate refuses such a stream (its average fps is not the rate its
-        # frames decode at), so import refuses it too, saying how to make it constant
+    if ach.resampled and abs(ach.stream_fps - ach.fps) <= 0.01 * ach.fps:  # a few frames off the grid: as evaluate,
+        caveats.append(f"the video has a {ach.resampled}; these are the frames scored")  # within 1% it is taken
+    elif ach.resampled:  # variable frame rate: evaluate refuses such a stream (its average fps is not the rate its
+        # frames decode at, by over 1%), so import refuses it too, saying how to make it constant
         raise InteropError(f"{video}: {ach.resampled}; a variable-frame-rate video is not imported (evaluate would "
                            f"refuse it): re-encode it at a constant rate, e.g. ffmpeg -i IN -fps_mode cfr -r "
                            f"{ach.fps:g} OUT.mp4")

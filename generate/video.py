@@ -160,6 +160,8 @@ class VideoInfo:
     #: for a variable-frame-rate stream, how it was made constant (empty for a constant-rate one): the frames and
     #: fps above are the constant-rate ones, which is what :func:`read_frames` yields. Not part of :meth:`to_dict`
     resampled: str = ""
+    #: the stream's own (average) fps as its header gives it, which is what evaluate checks the record's fps against
+    stream_fps: float = 0.0
 
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "fps": self.fps, "frames": self.frames,
@@ -198,7 +200,7 @@ def probe_video(path: str | Path) -> VideoInfo:
     if r.returncode != 0 or m is None or not frames:
         tail = out.decode(errors="ignore").strip().splitlines()[-1:] or ["no output"]
         raise ValueError(f"{path}: not a readable video with frames ({tail[0]})")
-    fps = float(m.group(3) or m.group(4))
+    fps = stream_fps = float(m.group(3) or m.group(4))
     o = _OUT_FPS.search(out)  # the constant rate the frames were counted at (and read_frames yields)
     resampled = ""
     if dup or drop:
@@ -211,7 +213,7 @@ def probe_video(path: str | Path) -> VideoInfo:
     rotation = float(rot.group(1) or rot.group(2)) % 360 if rot else 0.0
     if round(rotation) % 180 == 90:  # ffmpeg rotates while decoding (read_frames too): the frames are this size
         width, height = height, width
-    return VideoInfo(width, height, fps, int(frames), float(secs), rotation, resampled)
+    return VideoInfo(width, height, fps, int(frames), float(secs), rotation, resampled, stream_fps)
 
 
 def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None,
