@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from worldgate.generate.outputs import OutputFolder
+from worldgate.generate.record import ONE_VIEW, TWO_VIEWS
 
 from .metrics import benchmarks, metric_info
 from .report_files import ReportError, esc, link_video, prompt, record_dir, script_json, slug, trajectory
@@ -58,11 +59,12 @@ def _case_data(runs, media: Path, out: Path) -> dict:
             entry = cases.setdefault(cid, {"id": cid, "runs": {}, "trajectory": None, "prompt": None, "tags": tags})
             notes: list[str] = []
             base = rdir / slug(cid)
-            vrel, vb = link_video(run, rec, "video.mp4", base, out, notes), None
-            if rec is not None and not os.path.lexists(rec / "video.mp4") and os.path.lexists(rec / "video_a.mp4"):
+            one, a, b = ONE_VIEW[""]["video"], TWO_VIEWS["A"]["video"], TWO_VIEWS["B"]["video"]
+            vrel, vb = link_video(run, rec, one, base, out, notes), None
+            if rec is not None and not os.path.lexists(rec / one) and os.path.lexists(rec / a):
                 # a two-view record: player A and player B
-                vrel = link_video(run, rec, "video_a.mp4", base.with_name(base.name + "-A"), out, notes)
-                vb = link_video(run, rec, "video_b.mp4", base.with_name(base.name + "-B"), out, notes)
+                vrel = link_video(run, rec, a, base.with_name(base.name + "-A"), out, notes)
+                vb = link_video(run, rec, b, base.with_name(base.name + "-B"), out, notes)
             scores = s.get("scores") if isinstance(s.get("scores"), dict) else {}
             if vb:
                 sig, sig_note = None, "signals are plotted for one-view records"
