@@ -144,7 +144,7 @@ def inputs_digest(rec: RecordView, file_hashes: dict | None = None) -> str:
         "trajectory": _sha(json.dumps(rec.trajectory, sort_keys=True, default=repr).encode()),
         "intrinsics": meta.get("intrinsics"),
         # read by extractors: the WorldMemBench family (camera poses run on the static families) and the model (the
-        # HUD WorldMark greys for its model, learned_da3.WM_HUD)
+        # HUD WorldMark greys for its model, models.da3.WM_HUD)
         "case_tags": (meta.get("case") or {}).get("tags") if isinstance(meta.get("case"), dict) else None,
         "model": meta.get("model"),
         "requested": meta.get("requested"),

@@ -1,4 +1,5 @@
-"""The ``depth`` feature (WorldMark's parallax split ``u = a (1/Z) + b``): relative inverse depth on the flow's 8x8 grid.
+"""The ``depth`` feature (WorldMark's parallax split ``u = a (1/Z) + b``): relative inverse depth on the flow's
+8x8 grid.
 
 Learned backend only: WorldMark's DA3 call (``DA3Depth``, models/da3.py) where ``depth-anything-3`` imports, else Depth
 Anything V2 at 1 fps (``LearnedDepth``, a deviation its config names); ``learned_depth`` picks the first available.

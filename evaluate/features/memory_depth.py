@@ -26,8 +26,8 @@ from .targets import memory_depth_frames
 
 class LearnedMemoryDepth(HubModels, Extractor):
     """Depth Anything relative inverse depth, on a 32 x 32 grid, at frame 0 and at the frames of every revisit phase
-    (every ``STRIDE``-th and the arrival frame; evaluate/worldmembench/static.py): the maps Depth Spearman and the Spherical
-    Reconstruction Score compare."""
+    (every ``STRIDE``-th and the arrival frame; targets.memory_depth_frames): the maps Depth Spearman and the
+    Spherical Reconstruction Score compare."""
 
     name = "memory_depth"
     version = "1"

@@ -1,6 +1,6 @@
 """The thread pool that runs extractors over one decode of a record: every extractor sees every frame in order at
 its analysis size (a size several extractors share is resized once per frame), on as many threads as usable cores,
-with OpenCV's own pool off meanwhile (see features.compute_features)."""
+with OpenCV's own pool off meanwhile (see core.compute_features)."""
 
 from __future__ import annotations
 

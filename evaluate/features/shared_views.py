@@ -1,6 +1,6 @@
 """Frames that several extractors of one pass hand to the same model call: each frame is resized once and kept once,
 and the call runs once, by the first extractor to finish; the others read its result. Depth Anything 3's camera poses
-and revisit depth of an Environment record share one every-frame call this way (learned_da3.py)."""
+and revisit depth of an Environment record share one every-frame call this way (models/da3.py)."""
 
 from __future__ import annotations
 

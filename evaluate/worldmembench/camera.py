@@ -8,10 +8,11 @@ frames t -> t+1 of the whole rollout,
 
 Both are accumulated, dimensionless, lower is better. The paper's estimators are DA3 and ViPE (translation: each
 aligned on its own) and DA3 alone (rotation); worldgate has one estimator per backend: the classical pose chain of
-``AdjacentPoseExtractor`` (features/camera_poses.py, the feature ``camera_poses``: frame t -> t+1 for every t), and under ``--backend learned``
-DA3's poses in the same format (features/camera_poses.DA3CameraPoses; ViPE is not run). Where only the shared ``poses``
-feature is computed (frame pairs 0->2->4...), the sums run over its 2-frame steps and the detail says so. The
-rotation RPE is also kept per departure-and-revisit cycle (D_k and R_k: Fig. 5's per-revisit RPE)."""
+``AdjacentPoseExtractor`` (features/camera_poses.py, the feature ``camera_poses``: frame t -> t+1 for every t), and
+under ``--backend learned`` DA3's poses in the same format (features/camera_poses.DA3CameraPoses; ViPE is not run).
+Where only the shared ``poses`` feature is computed (frame pairs 0->2->4...), the sums run over its 2-frame steps and
+the detail says so. The rotation RPE is also kept per departure-and-revisit cycle (D_k and R_k: Fig. 5's per-revisit
+RPE)."""
 
 from __future__ import annotations
 

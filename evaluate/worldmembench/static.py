@@ -1,14 +1,14 @@
 """WorldMemBench static memory: targets given by masks in the conditioning frame, found again at every revisit from
 the video alone, scored against a fixed reference from the initial hold V (docs/worldmembench.md).
 
-Feature (features/targets.py; classical backend, CPU, no weights): ``TargetExtractor`` reads the record's ``targets.npz`` (masks of the
-targets in frame 0 and their kinds: human, object, event). Each target's reference comes from phase V: the mean
-colour descriptor inside its mask over V's frames, GrabCut's colour models of the target and its surroundings, and
-its silhouette in frame 0 cut with those models. In every revisit phase R_k (its frames and the frame it arrives at)
-the target is detected by normalised cross-correlation of its frame-0 template inside a search window (the tracking
-backend); on the frame where it is detected best, the colour descriptor inside the mask moved there and its
-silhouette (GrabCut initialised from that mask, with the reference's colour models held fixed) are measured, the
-silhouette after crop - resize - centre on a common canvas.
+Feature (features/targets.py; classical backend, CPU, no weights): ``TargetExtractor`` reads the record's
+``targets.npz`` (masks of the targets in frame 0 and their kinds: human, object, event). Each target's reference comes
+from phase V: the mean colour descriptor inside its mask over V's frames, GrabCut's colour models of the target and
+its surroundings, and its silhouette in frame 0 cut with those models. In every revisit phase R_k (its frames and the
+frame it arrives at) the target is detected by normalised cross-correlation of its frame-0 template inside a search
+window (the tracking backend); on the frame where it is detected best, the colour descriptor inside the mask moved
+there and its silhouette (GrabCut initialised from that mask, with the reference's colour models held fixed) are
+measured, the silhouette after crop - resize - centre on a common canvas.
 
 Metrics (pure, cheap; ``S_rollout = mean_u (1/K) sum_k s_{u,k}``; a revisit without a valid observation — the
 target not detected, NCC below ``memory_min_match`` — scores 0):

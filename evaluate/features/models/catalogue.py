@@ -1,19 +1,20 @@
 """The learned backend's model catalogue: every model a learned feature loads, how it is fetched and whether it is
-here (checked before the first record, nothing downloaded), and the loaders the features share. The models, loaded by Hugging Face id (or from a package's bundled weights) as the benchmarks use them.
+here (checked before the first record, nothing downloaded), and the loaders the features share. The models,
+loaded by Hugging Face id (or from a package's bundled weights) as the benchmarks use them:
 
 ================  ======================================================  =============================================
 feature           model                                                    used for
 ================  ======================================================  =============================================
 ``flow``          SEA-RAFT spring-M, WorldMark's model, from a checkout    Sx / Srad / speed as fe:46-79 computes them
-                  (``SEA_RAFT_PATH``, ``learned_searaft``); else           (``wm_sx`` / ``wm_srad``: fe's own values);
+                  (``SEA_RAFT_PATH``, ``models.searaft``); else           (``wm_sx`` / ``wm_srad``: fe's own values);
                   torchvision RAFT (``raft_large``, C+T+S+K+H weights)     the RAFT stand-in is a deviation
-                                                                           (``learned_models.SEARAFT_REASON``)
+                                                                           (``models.loaders.SEARAFT_REASON``)
 ``depth``         Depth Anything 3 (``depth-anything/DA3-LARGE-1.1``,      the parallax split ``u = a (1/Z) + b`` on the
-                  WorldMark's call: evaluate/learned_da3.py) where         frames WorldMark picks. Without DA3: Depth
+                  WorldMark's call: evaluate/features/models/da3.py) where         frames WorldMark picks. Without DA3: Depth
                   ``depth-anything-3`` imports, else Depth Anything V2     Anything V2 at 1 fps, a deviation named in
                   (``depth-anything/Depth-Anything-V2-Small-hf``)          its config (``learned_depth``)
 ``camera_poses``  Depth Anything 3 camera poses, every frame in one call   WorldMemBench camera following (RPEs);
-                  (evaluate/learned_da3.py)                                unavailable where DA3 does not import
+                  (evaluate/features/models/da3.py)                                unavailable where DA3 does not import
 ``appearance``    DINOv2-base (``facebook/dinov2-base``) through its       local / revisit memory (1 - cos), as
                   image processor (resize 256, centre-crop 224): mean of   consistency_v2.py:57-59, 88-97, 147-148;
                   L2-normalised patch tokens, re-normalised; TransNetV2    hard cuts as cv:159-183 (else grey-level
@@ -26,10 +27,10 @@ feature           model                                                    used 
 ``memory_depth``  DA3 (else Depth Anything V2) at frame 0 and the revisits   Depth Spearman, Spherical Reconstruction
 ================  ======================================================  =============================================
 
-Every feature is computed from the one decode of its record (``features.compute_features``), frames batched
+Every feature is computed from the one decode of its record (``core.compute_features``), frames batched
 (``batch_size``) under ``torch.inference_mode``, each model loaded once per process and kept across records. The
 offline tests build every model from a tiny config with random weights and run this same code; production loads
-the Hub ids. Global memory runs VGGT-Omega from a checkout the user points at (learned_vggt.py); camera following runs
+the Hub ids. Global memory runs VGGT-Omega from a checkout the user points at (models/vggt.py); camera following runs
 DA3's poses where depth-anything-3 imports (ViPE, the paper's second translation estimator, has no package); where
 they cannot run they are reported unavailable, never filled from another backend.
 """
@@ -142,7 +143,7 @@ OPTIONAL_MODELS_BY_FEATURE = {
     "qalign": [("WorldMark QA_q / QA_a: Q-Align (mPLUG-Owl2, WorldMark's model; run when QALIGN_MODEL is set or "
                 "the port and these weights are here)", "hub", "q-future/one-align",
                 "MIT (Q-Future/Q-Align); built on LLaMA-2 (Llama 2 Community License)", "QA_q / QA_a unavailable"),
-               ("Q-Align code: pyiqa 0.1.16's mPLUG-Owl2 port for transformers 5 (evaluate/learned_qalign.py)", "pypi",
+               ("Q-Align code: pyiqa 0.1.16's mPLUG-Owl2 port for transformers 5 (evaluate/models/qalign.py)", "pypi",
                 "pyiqa", "PolyForm-Noncommercial-1.0.0 (pyiqa); its q_align files Apache-2.0 (mPLUG-Owl2)",
                 "QA_q / QA_a unavailable"),
                ("the port's undeclared import (modeling_mplug_owl2.py:41); sentencepiece + protobuf convert the "

@@ -161,7 +161,7 @@ def present(hf_id: str | None = None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, as learned.is_present does
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, as catalogue.is_present does
     try:
         return all(isinstance(try_to_load_from_cache(mid, f, cache_dir=cache), str) for f in HUB_FILES)
     except ValueError:  # not a Hub id (HFValidationError) and not a folder
@@ -359,7 +359,7 @@ class DA3Extractor(Extractor):
                 "process_res": self.process_res, "process_res_method": self.method, "api_import": mode}
 
 
-#: the rows ``learned.MODELS_BY_FEATURE`` lists for DA3 (what, source, id, licence)
+#: the rows ``catalogue.MODELS_BY_FEATURE`` lists for DA3 (what, source, id, licence)
 MODEL_ROWS = {
     "depth": ("depth, parallax split (Depth Anything 3, WorldMark's DA3-LARGE-1.1; fe:41-42, 193)", "hub", DA3_ID,
               LICENCE),

@@ -1,6 +1,7 @@
 """The anchors' own models behind ``--backend learned``: their preprocessing and the packages they come from.
 
-Pure helpers around model objects (built by ``evaluate/learned.py`` from Hub ids, or by the tests from tiny configs):
+Pure helpers around model objects (built by the learned extractors of evaluate/features/ from Hub ids, or by the tests
+from tiny configs):
 
 - DINOv2 through its image processor, as WorldMark runs it (consistency_v2.py:57-59 ``AutoImageProcessor`` /
   ``AutoModel.from_pretrained("facebook/dinov2-base")``; cv:88-97 PIL images in batches of 16, per-patch L2 norm).
@@ -14,7 +15,7 @@ Pure helpers around model objects (built by ``evaluate/learned.py`` from Hub ids
 - The LAION aesthetic predictor (christophschuhmann/improved-aesthetic-predictor, ``sac+logos+ava1-l14-linearMSE``):
   an MLP 768-1024-128-64-16-1 (dropout between, no activations) on L2-normalised CLIP ViT-L/14 ``image_embeds``,
   1..10; a single linear layer (LAION-AI/aesthetic-predictor, VBench) is accepted too.
-- Whether DA3 runs (``da3_status``: evaluate/learned_da3.py) and why SEA-RAFT is not run (``searaft_status``):
+- Whether DA3 runs (``da3_status``: evaluate/features/models/da3.py) and why SEA-RAFT is not run (``searaft_status``):
   checked, not guessed, on this machine.
 """
 
@@ -178,7 +179,7 @@ def load_head_file(path: str):
 # ------------------------------------------------------------------------------------------------ DA3 / not run here
 #: depth-anything-3 0.1.1 (PyPI) installs with ``--no-deps`` plus addict and einops (its requirements' numpy<2,
 #: xformers, open3d, e3nn, fastapi, pre-commit are not needed for inference); the export-only imports of
-#: depth_anything_3.api (moviepy 1.0.3, pycolmap, trimesh, plyfile) are stood in for when absent (learned_da3.py).
+#: depth_anything_3.api (moviepy 1.0.3, pycolmap, trimesh, plyfile) are stood in for when absent (models/da3.py).
 def da3_status() -> tuple[bool, str]:
     """(usable, why not): whether DA3's API (``depth_anything_3.api.DepthAnything3``) imports here, else what is
     missing and the install command."""
@@ -187,7 +188,7 @@ def da3_status() -> tuple[bool, str]:
 
 SEARAFT_REASON = ("SEA-RAFT is not on PyPI: WorldMark imports RAFT from a princeton-vl/SEA-RAFT checkout "
                   "(flow_eval.py:13-15, 33-40: config.parser + raft.RAFT.from_pretrained with its spring config); "
-                  "worldgate runs it from a checkout named by SEA_RAFT_PATH (evaluate/learned_searaft.py), else "
+                  "worldgate runs it from a checkout named by SEA_RAFT_PATH (evaluate/models/searaft.py), else "
                   "torchvision RAFT (C+T+S+K+H), labelled as a deviation")
 
 

@@ -274,7 +274,7 @@ def weights_present(model: str | None = None) -> bool:
 
 
 def missing(model: str | None = None) -> list[dict]:
-    """What the ``qalign`` feature lacks here, as ``learned.missing_models`` rows; empty when it can run."""
+    """What the ``qalign`` feature lacks here, as ``catalogue.missing_models`` rows; empty when it can run."""
     src = source(model)
 
     def row(what, mid, fetch):

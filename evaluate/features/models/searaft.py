@@ -155,7 +155,7 @@ def feature_flow(field: np.ndarray, scale: float) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(field, 0, -1) * np.float32(2.0 ** -scale), dtype=np.float32)
 
 
-# --- the checkout, config and weights (checked once, like learned_vggt) -----------------------------------------------
+# --- the checkout, config and weights (checked once, like models.vggt) -----------------------------------------------
 
 def resolve(path=None, ckpt=None, cfg=None) -> tuple[str | None, str, str | None]:
     """(checkout, weights, config): the arguments, else ``SEA_RAFT_PATH`` / ``SEA_RAFT_CKPT`` (default WorldMark's
@@ -222,7 +222,7 @@ def read_config(cfg) -> dict:
 
 
 def missing(path=None, ckpt=None, cfg=None, import_modules: bool = True) -> list[dict]:
-    """What is missing for SEA-RAFT flow, as ``learned.missing_models`` rows (feature, what, source, id, licence,
+    """What is missing for SEA-RAFT flow, as ``catalogue.missing_models`` rows (feature, what, source, id, licence,
     fetch); empty when the checkout imports, the config reads and the weights are on this machine. Nothing is
     downloaded."""
     cfg_named = bool(cfg or os.environ.get(ENV_CFG))
@@ -422,7 +422,7 @@ def _hub_download(repo_id: str) -> str:
 
 
 def status() -> tuple[bool, str]:
-    """(runnable, why not) for ``learned_models.searaft_status``: checked here, nothing downloaded."""
+    """(runnable, why not) for ``models.loaders.searaft_status``: checked here, nothing downloaded."""
     if not configured():
         return False, (f"{ENV_PATH} is not set: point it at a {REPO_URL} checkout ({CLONE_CMD}; weights: "
                        f"{FETCH_CMD}); until then --backend learned runs torchvision RAFT (a deviation)")

@@ -126,7 +126,7 @@ def configured() -> bool:
 
 
 def missing(path=None, ckpt=None, import_modules: bool = True) -> list[dict]:
-    """What is missing for the ``vggt_global`` feature, as ``learned.missing_models`` rows (feature, what, source,
+    """What is missing for the ``vggt_global`` feature, as ``catalogue.missing_models`` rows (feature, what, source,
     id, licence, fetch); empty when the checkout imports and the weights file is there. Nothing is downloaded."""
     path, ckpt = resolve(path, ckpt)
 

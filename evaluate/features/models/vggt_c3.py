@@ -1,7 +1,7 @@
 """WorldMark's per-video global-memory computation (``vggt_omega_global_c3.py``, vg:18-94) from VGGT-Omega's
 predictions: the frames it picks, the all-pairs co-visible errors over the median depth, and the record it stores.
 Shared by WorldMark's results tree (``worldmark/master.py``, parity-tested) and the learned extractor
-(``learned_vggt.py``), so neither holds a second copy."""
+(``models/vggt.py``), so neither holds a second copy."""
 
 from __future__ import annotations
 
