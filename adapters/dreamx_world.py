@@ -343,10 +343,7 @@ class DreamXWorld(RepoAdapter):
         their derivation in ``context.json``."""
         if policy is None:
             return plan
-        why = self.context_support(policy.name)
-        if why:
-            raise AdapterError(why)
-        plan = copy.deepcopy(plan)
+        plan = self.context_copy(plan, policy)
         cmd = plan.files["command.txt"]
         if CONFIG_FLAG not in cmd:
             raise AdapterError(f"dreamx-world: the plan's command has no {CONFIG_FLAG.strip()!r} to replace")
@@ -391,8 +388,7 @@ class DreamXWorld(RepoAdapter):
         if context is None:
             yield from super().rollout(plan, None, seed)
             return
-        if "context.json" not in plan.files:
-            plan = self.with_context(plan, context)
+        plan = self.planned_for(plan, context)
         if self._paths is None:
             self.load()
         plan = copy.deepcopy(plan)

@@ -40,7 +40,6 @@ Same input files and conventions as v1 (see adapters/lingbot_world.py), read at 
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
@@ -102,7 +101,7 @@ class LingBotWorldV2(LingBotWorld):
         ``context.json``; the launcher logs the chunks each chunk held to ``OUT/context.jsonl``."""
         if policy is None:
             return plan
-        plan = copy.deepcopy(plan)
+        plan = self.context_copy(plan, policy)
         cmd = plan.files["command.txt"]
         if WINDOW not in cmd or SCRIPT not in cmd:
             raise AdapterError(f"{self.info.name}: the plan's command has no {SCRIPT!r} with the README window to "
@@ -129,9 +128,7 @@ class LingBotWorldV2(LingBotWorld):
         if context is None:
             yield from super().rollout(plan, None, seed)
             return
-        if "context.json" not in plan.files:
-            plan = self.with_context(plan, context)
-        for chunk in super().rollout(plan, None, seed):
+        for chunk in super().rollout(self.planned_for(plan, context), None, seed):
             log = chunk.video.parent / CONTEXT_LOG
             if not log.is_file():
                 raise AdapterError(f"{self.info.name}: the launcher wrote no {CONTEXT_LOG} beside {chunk.video.name}: "

@@ -70,7 +70,6 @@ Conventions this adapter relies on, read at commit fa6d2b628ac9b0f1657dc24689536
 
 from __future__ import annotations
 
-import copy
 import math
 import shlex
 
@@ -229,10 +228,7 @@ class MatrixGame35(RepoAdapter):
         ``dynamic_context: false`` appended to ``distilled.yaml``, the policy in ``context.json``."""
         if policy is None:
             return plan
-        why = self.context_support(policy.name)
-        if why:
-            raise AdapterError(why)
-        plan = copy.deepcopy(plan)
+        plan = self.context_copy(plan, policy)
         blocks = int(plan.extra["num_blocks"])
         chunks = blocks * (21 // 3)  # latent_window_size / chunk_size per block (configs/infer_distilled.yaml:11-13)
         keys = {"context_chunks": chunks, "dynamic_context": False}
@@ -260,6 +256,4 @@ class MatrixGame35(RepoAdapter):
         why = self.context_support(getattr(context, "name", str(context)))
         if why:
             raise AdapterError(why)
-        if "context.json" not in plan.files:
-            plan = self.with_context(plan, context)
-        yield from super().rollout(plan, None, seed)
+        yield from super().rollout(self.planned_for(plan, context), None, seed)

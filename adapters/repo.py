@@ -11,6 +11,7 @@ entry point wrote. Patches only add an input path (AlayaLab/WorldMark output_spe
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -412,6 +413,19 @@ class RepoAdapter(Adapter):
         return (f"{self.info.name} runs its official entry point, which applies its own cache "
                 f"({', '.join(self.info.context_policies) or 'none listed'}); no context policy can be chosen from "
                 "outside (drop --context)" + (f": {self.context_note}" if self.context_note else ""))
+
+    def context_copy(self, plan: NativeInputs, policy) -> NativeInputs:
+        """A copy of ``plan`` for :meth:`with_context` to change under ``policy``; a policy the model cannot run is
+        refused here, with :meth:`context_support`'s reason."""
+        why = self.context_support(policy.name)
+        if why:
+            raise AdapterError(why)
+        return copy.deepcopy(plan)
+
+    def planned_for(self, plan: NativeInputs, context) -> NativeInputs:
+        """``plan`` as it runs under ``context``: generate applies the policy before it writes the plan; a plan handed
+        to ``rollout`` directly gets it here."""
+        return plan if "context.json" in plan.files else self.with_context(plan, context)
 
     def rollout(self, plan: NativeInputs, context=None, seed: int = 0) -> Iterator[Chunk]:
         if context is not None:
