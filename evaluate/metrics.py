@@ -123,10 +123,10 @@ def extractors(backend: str, views: int = 1, check: bool = True) -> list:
     names = [f for f in order if f in wanted and f in FEATURES[backend]]
     # each extractor says whether it runs here (an unavailable one is not run: its metrics say why and what to get)
     chosen = [c for c in (FEATURES[backend].get(f) for f in names) if getattr(c, "available", lambda: True)()]
-    if check:  # before the first record: every missing model of every feature at once, then each one's own checks
-        preflight([m for c in chosen for m in getattr(c, "missing", list)()])
-        for c in chosen:
+    if check:  # before the first record: each one's own checks (checkouts, ports, packages), then every missing model
+        for c in chosen:  # of every feature at once
             getattr(c, "preflight", lambda: None)()
+        preflight([m for c in chosen for m in getattr(c, "missing", list)()])
     return [c() for c in chosen]
 
 

@@ -254,6 +254,23 @@ class TargetExtractor(Extractor):
             return {"n_targets": np.asarray(0), "kinds": np.zeros(0, "U8"), "score": z, "cos": z, "iou": z,
                     "frame": z.astype(np.int32), "phases": np.asarray([p[0] for p in self.phases], "U8"),
                     "departure_score": z}
+        return self.scored_revisits()
+
+    def revisit_mask(self, u: int, found) -> np.ndarray:
+        """Target u's mask at the revisit frame it was found best in (``found``: its ``self.best`` entry): the
+        frame-0 mask moved by the template's offset here; the tracking backend keeps the tracked mask itself."""
+        return self._moved(u, found[3])
+
+    def revisit_iou(self, u: int, img: np.ndarray, mask: np.ndarray) -> float:
+        """Object geometry at a revisit: IoU of canonical silhouettes, reference vs revisit (NaN: none cut)."""
+        return iou(canonical(self.silhouette(img, mask, u)), self.ref_sil[u]) if self.SEGMENTATION else np.nan
+
+    def revisit_extra(self, u: int, k: int, img: np.ndarray, mask: np.ndarray) -> None:
+        """Per-revisit measures a backend adds (the tracking backend: ArcFace identity)."""
+
+    def scored_revisits(self) -> dict:
+        """Per target u and revisit k, from where it was found best: match score, frame, appearance cosine to the V
+        reference inside its mask there and object-geometry IoU; the one loop both target backends score with."""
         U, K = len(self.masks), len(self.phases)
         score, cos, io, frame = np.zeros((U, K)), np.zeros((U, K)), np.zeros((U, K)), np.full((U, K), -1, np.int32)
         # per target and revisit k: the lowest match over the departure before R_k (NaN: no departure frames seen)
@@ -263,15 +280,16 @@ class TargetExtractor(Extractor):
             for k in range(K):
                 if (u, k) not in self.best or ref is None:
                     continue
-                sc, i, img, d = self.best[(u, k)]
-                moved = self._moved(u, d)
-                if not moved.any():
+                found = self.best[(u, k)]
+                sc, i, img = found[:3]
+                mask = self.revisit_mask(u, found)
+                if not mask.any():
                     continue
                 score[u, k], frame[u, k] = sc, i
                 r = ref / max(np.linalg.norm(ref), 1e-12)
-                cos[u, k] = float(np.dot(r, self.embed(img, [moved])[0]))
-                io[u, k] = iou(canonical(self.silhouette(img, moved, u)), self.ref_sil[u]) \
-                    if self.SEGMENTATION else np.nan
+                cos[u, k] = float(np.dot(r, self.embed(img, [mask])[0]))
+                io[u, k] = self.revisit_iou(u, img, mask)
+                self.revisit_extra(u, k, img, mask)
         return {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
                 "score": score, "cos": cos, "iou": io, "frame": frame,
                 "phases": np.asarray([p[0] for p in self.phases], "U8"), "departure_score": dep,

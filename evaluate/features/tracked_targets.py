@@ -23,7 +23,7 @@ conditioning frame and located at each revisit using semantic object detection a
 - **geometry** (``iou``): IoU of the canonical silhouettes (crop - resize - centre, ``canonical``) of SAM2's mask at
   frame 0 (the prompt's own output) and at the observation.
 - **identity** (extra arrays ``identity`` (U, K) and ``identity_model``, only with an ArcFace model: see
-  ``evaluate/learned_identity.py``): per human target, clip(cos(mean ArcFace embedding of the face crops over V, the
+  ``evaluate/models/identity.py``): per human target, clip(cos(mean ArcFace embedding of the face crops over V, the
   observation's), 0, 1); NaN for other kinds and revisits without an observation.
 """
 
@@ -40,11 +40,11 @@ from .models.identity import FaceIdentity, arcface_present, identity_scores
 from .models.loaders import IMAGENET_MEAN, IMAGENET_STD, require_torch, to_tensor
 from .targets import LearnedTargets
 
-#: the models the feature loads: (what, source, id, licence), as ``learned.MODELS_BY_FEATURE`` lists them
+#: the models the feature loads: (what, source, id, licence), as ``catalogue.MODELS_BY_FEATURE`` lists them
 MODELS = [("target appearance (DINOv2-base in the tracked mask)", "hub", DINOV2_ID, "Apache-2.0"),
           ("target tracking (SAM 2.1 video, mask-prompted at frame 0)", "hub", SAM2_ID, "Apache-2.0"),
           ("target detection at departures and revisits (GroundingDINO)", "hub", GDINO_ID, "Apache-2.0")]
-#: the files each Hub model needs besides config.json (for ``learned.HUB_FILES``)
+#: the files each Hub model needs besides config.json (for ``catalogue.HUB_FILES``)
 HUB_FILES = {SAM2_ID: ("config.json", "preprocessor_config.json"),
              GDINO_ID: ("config.json", "preprocessor_config.json", "tokenizer_config.json")}
 #: how many past frames' tracker outputs and frames a session keeps (SAM2 reads 7 memories and 16 object pointers)
@@ -280,33 +280,23 @@ class TrackedTargets(LearnedTargets):
         self._flush()
         if self.targets is None or self.ref is None:
             return super().finish()
-        U, K = len(self.masks), len(self.phases)
-        score, cos, io, frame = np.zeros((U, K)), np.zeros((U, K)), np.zeros((U, K)), np.full((U, K), -1, np.int32)
-        ident = np.full((U, K), np.nan)
-        dep = np.array([[self.dep.get((u, k), np.nan) for k in range(K)] for u in range(U)], np.float64).reshape(U, K)
-        for u in range(U):
-            ref = np.mean(self.v_emb[u], axis=0) if self.v_emb[u] else None
-            for k in range(K):
-                if (u, k) not in self.best or ref is None:
-                    continue
-                sc, i, img, m = self.best[(u, k)]
-                if not m.any():
-                    continue
-                score[u, k], frame[u, k] = sc, i
-                r = ref / max(np.linalg.norm(ref), 1e-12)
-                cos[u, k] = float(np.dot(r, self.embed(img, [m])[0]))
-                io[u, k] = iou(canonical(m), self.sil0[u]) if self.sil0[u] is not None else 0.0
-                if self.identity and self.humans[u]:
-                    ident[u, k] = identity_scores(self.face_ref[u], self.identity.embed(img, [m])[0])
-        out = {"n_targets": np.asarray(U), "kinds": np.asarray(self.targets["kinds"]).astype("U8"),
-               "score": score, "cos": cos, "iou": io, "frame": frame,
-               "phases": np.asarray([p[0] for p in self.phases], "U8"), "departure_score": dep,
-               "segmentation": np.asarray(self.SEGMENTATION, "U8")}
+        self.ident = np.full((len(self.masks), len(self.phases)), np.nan)
+        out = self.scored_revisits()
         if self.identity:
-            out["identity"] = ident
+            out["identity"] = self.ident
             out["identity_model"] = np.asarray("arcface", "U8")
         self.session = None
         return out
+
+    def revisit_mask(self, u: int, found) -> np.ndarray:
+        return found[3]  # the tracked mask at that frame
+
+    def revisit_iou(self, u: int, img: np.ndarray, mask: np.ndarray) -> float:
+        return iou(canonical(mask), self.sil0[u]) if self.sil0[u] is not None else 0.0
+
+    def revisit_extra(self, u: int, k: int, img: np.ndarray, mask: np.ndarray) -> None:
+        if self.identity and self.humans[u]:
+            self.ident[u, k] = identity_scores(self.face_ref[u], self.identity.embed(img, [mask])[0])
 
     def config(self):
         c = {**super().config(), "detection": self.detector_id if self.detector is not False else "none (tracker only)",
