@@ -45,7 +45,7 @@ so it is computed for every chunk before generation and checked against what the
 keep their absolute RoPE, as in the model's own rolled cache. When the policy holds every earlier chunk the call is
 passed through untouched, so ``full_kv`` and any unlimited budget are the model's FullKV run; ``sliding_window`` at
 budget B is the model's own ``--local_attn_size (B + 1) * chunk_size --sink_size chunk_size`` trim, bit for bit
-(tests/test_lingbot_v2_context.py). The cache stays the model's full-length one (the memory of FullKV); a policy
+(tests/adapters/test_lingbot_v2_context.py). The cache stays the model's full-length one (the memory of FullKV); a policy
 bounds what attention reads (its compute), not what is stored — a chunk dropped once can be retrieved again.
 
 Chunks in video frames: chunk k holds latents ``[k c, (k + 1) c)`` (c = ``--chunk_size``); latent 0 is video frame 0

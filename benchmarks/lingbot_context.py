@@ -7,7 +7,7 @@ PATH: robbyant/lingbot-world-v2 at 2648877f763a06cc743bcd919936da4d25f12e7b (che
 DEPS: a folder with its einops, easydict and ftfy (``pip install --target DEPS einops easydict ftfy``).
 
 Runs the checkout's own ``WanModelFast`` and ``WanI2VCausal._generate_causal_fast`` at a random CPU-sized
-configuration (the tiny pipeline of tests/test_lingbot_v2_context.py: T5 output in the pipeline's prompt cache, a
+configuration (the tiny pipeline of tests/adapters/test_lingbot_v2_context.py: T5 output in the pipeline's prompt cache, a
 pooling stand-in VAE, SDPA in place of the flash-attn kernels) through ``adapters/lingbot_v2_launcher.py``'s
 ``run_pipeline`` with ``full_kv``, ``sliding_window`` and ``fov`` at one budget (chunks, the sink included), over an
 LRLR camera path (90 degrees out and back, twice). Prints, per policy: wall time per chunk (all chunks, and the

@@ -57,7 +57,7 @@ from .results import read_samples
 from .uncertainty import per_case, rank_first
 
 log = logging.getLogger("worldgate.report")
-_rank_marks = rank_marks  # the name tests/test_report.py imports
+_rank_marks = rank_marks  # the name tests/evaluate/test_report.py imports
 
 
 def read_results(run: Path) -> dict:

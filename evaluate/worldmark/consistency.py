@@ -5,7 +5,7 @@ Reference: AlayaLab/WorldMark @ 26f33a81d3799373fd80ec391d74bb1ae2291e36, ``eval
 citations below are as of that commit: fe = flow_eval.py, cv = consistency_v2.py, fm = final_master.py,
 vg = vggt_omega_global_c3.py, qa = qalign_batch.py, fb = flow_batch_full.py, pr = protocol.py, wc = wm_config.py.
 Defaults reproduce WorldMark exactly, quirks included; each deliberate deviation is a named option (docs/worldmark.md).
-tests/test_worldmark_parity.py holds these functions to golden values printed by WorldMark's own code.
+tests/evaluate/worldmark/test_worldmark_parity.py holds these functions to golden values printed by WorldMark's own code.
 """
 from __future__ import annotations
 

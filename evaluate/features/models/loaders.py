@@ -227,7 +227,7 @@ def batch_for(feature: str, device: str | None, given: int | None = None, free_b
     """The batch size of ``feature``'s model calls: ``given`` where the caller chose one; on a CUDA device as many
     items as fit in ``BATCH_MEMORY_SHARE`` of its free memory (``torch.cuda.mem_get_info``, or ``free_bytes``), at most
     ``MAX_BATCH``; elsewhere ``CPU_BATCH``. Batching never changes a result (each item is independent of the others
-    in its batch: tests/test_learned_batching.py)."""
+    in its batch: tests/evaluate/features/test_learned_batching.py)."""
     if given is not None:
         return max(1, int(given))
     cpu = CPU_BATCH.get(feature, 8)

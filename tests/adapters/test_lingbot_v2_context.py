@@ -34,10 +34,10 @@ import pytest
 from adapter_conformance import gated_checkout as _checkout
 from worldgate.adapters import lingbot_v2_launcher as L
 from worldgate.adapters.context import ContextPolicy, chunk_infos, make_policy
+from testpaths import ROOT
 
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # autocast('cuda') on CPU
 
-ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "adapters" / "lingbot_v2_launcher.py"
 
 

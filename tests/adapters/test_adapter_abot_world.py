@@ -22,6 +22,7 @@ from worldgate.adapters.patching import PatchError
 from worldgate.trajectories import library
 from worldgate.trajectories.core import Trajectory
 from worldgate.trajectories.suites import Case
+from testpaths import ROOT
 
 
 class TestABotWorldConformance(AdapterConformance):
@@ -128,7 +129,7 @@ SYNTH = {
 from datetime import datetime
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = ROOT
 from web_client.pipeline_loader import _init_lock, _get_pipeline_cached, decode_block_to_frames, get_pipeline
 BENCH_REF_IMAGE = "ref.png"
 BENCH_REF_IMAGE_CACHE_DIR = "cache"

@@ -76,7 +76,7 @@ def test_rollout_conformance(name, tmp_path, monkeypatch, request):
         check_sana_wm(name, tmp_path, request.getfixturevalue("tiny_sana_weights"))
     else:
         pytest.fail(f"{name} ({MODELS.get(name).__module__}) is of no rollout-conformance kind: teach "
-                    f"tests/test_conformance.py how to run it (a real rollout, or a fake checkout)")
+                    f"tests/adapters/test_conformance.py how to run it (a real rollout, or a fake checkout)")
 
 
 def test_every_kind_is_exercised():
@@ -464,7 +464,7 @@ def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, reques
     repository model's list describes its own cache, and generate refuses --context for it before anything runs,
     unless worldgate's launcher puts the policy into the model's loop (LingBot-World v2) or the model's own settings
     express it exactly (DreamX-World, Matrix-Game 3.5: the dry run's native files show them).
-    (sana-wm's policies need its stage-2 refiner: tests/test_adapter_sana_wm.py runs them.)"""
+    (sana-wm's policies need its stage-2 refiner: tests/adapters/test_adapter_sana_wm.py runs them.)"""
     xfail_when(policy not in POLICIES, f"{name} lists {policy!r} in info.context_policies, which is no context policy "
                                        f"(known: {', '.join(sorted(POLICIES))}): generate --context {policy} fails",
                _known_policy, policy)
@@ -484,7 +484,7 @@ def test_listed_context_policies_run(name, policy, tmp_path, monkeypatch, reques
     if get_adapter(name).context_support(policy) is None:
         # a repository model whose launcher takes the policy (LingBot-World v2: adapters/lingbot_v2_launcher.py): the
         # dry run's native files name the policy and its budget, and the command runs the launcher with them (the
-        # launcher itself is proven on the model's real code in tests/test_lingbot_v2_context.py)
+        # launcher itself is proven on the model's real code in tests/adapters/test_lingbot_v2_context.py)
         manifest, _ = image_manifest(tmp_path / "case")
         out = tmp_path / "dry"
         res = run_generate(name, str(manifest), out, dry_run=True, progress=False, context=policy, budget=budget)

@@ -22,8 +22,9 @@ from types import SimpleNamespace
 
 import worldmark_fixtures as fixtures
 from worldgate.evaluate.worldmark import consistency, flow_eval, master
+from testpaths import TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = str(TESTS)
 W = SimpleNamespace(**{k: getattr(m, k) for m in (flow_eval, consistency, master) for k in dir(m) if not k.startswith("__")})
 with open(os.path.join(HERE, "data", "worldmark_golden.json")) as _f:
     GOLDEN = json.load(_f)

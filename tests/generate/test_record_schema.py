@@ -24,8 +24,9 @@ from worldgate.generate.record_files import META, RecordError
 from worldgate.generate.records import RecordWriter
 from worldgate.generate.runner import run_generate, write_rollout
 from worldgate.trajectories.suites import load_suite
+from testpaths import DATA
 
-FORMAT2 = Path(__file__).parent / "data" / "record_format2" / "meta.json"
+FORMAT2 = DATA / "record_format2" / "meta.json"
 
 
 @pytest.fixture(scope="module")

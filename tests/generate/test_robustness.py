@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,8 @@ from worldgate.generate.runner import run_generate
 from worldgate.generate.video import VideoWriter, probe_video
 from worldgate.trajectories.core import Trajectory, TrajectoryError
 from worldgate.trajectories.suites import Case, SuiteError, manifest_suite
+from testpaths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=1000, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 QUICK = ["model.width=64", "model.height=64", "model.threads=1", "trajectory.seconds=1"]

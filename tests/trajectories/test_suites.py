@@ -1,13 +1,13 @@
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from worldgate.adapters import UnknownNameError
 from worldgate.trajectories.suites import Case, SuiteError, load_suite
+from testpaths import SHARED
 
-ARENA = Path(__file__).resolve().parents[1] / ".." / "shared" / "worldmark" / "arena_inputs"
+ARENA = SHARED / "worldmark" / "arena_inputs"
 needs_arena = pytest.mark.skipif(not ARENA.is_dir(), reason="WorldMark arena_inputs not found at ../shared")
 
 

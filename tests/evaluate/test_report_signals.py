@@ -1,7 +1,7 @@
 """The report's per-rollout signal plot data (issue 14 item 6): WorldMark's flow signals Sx and Srad read from the
 record's cached flow feature, the commanded segments and switches, the channel each segment is scored on and
 WorldMark's stable zones (flow_eval.stable_window on its 16 fps time base); and the CSV cells a spreadsheet would
-evaluate (issue 16). The page itself is checked in headless Chromium by tests/test_report.py."""
+evaluate (issue 16). The page itself is checked in headless Chromium by tests/evaluate/test_report.py."""
 
 import csv
 import json

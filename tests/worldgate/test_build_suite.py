@@ -24,8 +24,9 @@ from worldgate.build_suite.prompts import PROMPT_DIR, PROMPT_NAMES, load_prompt
 from worldgate.trajectories import library
 from worldgate.trajectories.suites import manifest_suite
 from worldgate.trajectories.worldmark import worldmark_suite
+from testpaths import SHARED
 
-ARENA = Path(__file__).resolve().parents[2] / "shared" / "worldmark" / "arena_inputs"
+ARENA = SHARED / "worldmark" / "arena_inputs"
 needs_arena = pytest.mark.skipif(not (ARENA / "first_view" / "real_action.txt").is_file(),
                                  reason="WorldMark arena_inputs not present at ../shared/worldmark/arena_inputs")
 

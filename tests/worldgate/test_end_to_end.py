@@ -126,7 +126,7 @@ def check_scored(run, results: dict, expect: set[str]) -> dict:
 def test_every_model_end_to_end(name, tmp_path, monkeypatch):
     kind = kind_of(name)
     if kind == "diffusers":
-        pytest.skip("sana-wm runs a real tiny pipeline end to end in tests/test_adapter_sana_wm.py")
+        pytest.skip("sana-wm runs a real tiny pipeline end to end in tests/adapters/test_adapter_sana_wm.py")
     if kind == "repo-2p":
         from test_adapter_solaris import check_two_player_repo
 

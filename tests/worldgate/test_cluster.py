@@ -10,10 +10,10 @@ from worldgate.cli import main
 from worldgate.cluster import LaunchError, check_tasks, launch_generate, parse_slurm
 from worldgate.generate.runner import run_generate
 from worldgate.generate.video import sha256_file
+from testpaths import TESTS
 
 pytest.importorskip("submitit")
 
-TESTS = Path(__file__).resolve().parent
 OV = ["model.width=64", "model.height=64", "trajectory.seconds=1"]
 KW = dict(model="engine", suite="worldmark-engine", limit=10, overrides=OV)
 

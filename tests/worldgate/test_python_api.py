@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import worldgate
 from worldgate.api import as_overrides
+from testpaths import ROOT
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+DOC = ROOT / "docs" / "python-api.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 

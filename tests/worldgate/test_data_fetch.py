@@ -8,7 +8,6 @@ import http.server
 import io
 import tarfile
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,9 @@ from worldgate import data
 from worldgate.cli import main
 from worldgate.evaluate.worldmark.flow_eval import WORLDMARK_COMMIT
 from worldgate.trajectories.suites import load_suite
+from testpaths import SHARED
 
-SHARED_ARENA = Path(__file__).resolve().parents[1] / ".." / "shared" / "worldmark" / "arena_inputs"
+SHARED_ARENA = SHARED / "worldmark" / "arena_inputs"
 
 
 def _arena_files() -> dict[str, bytes]:
