@@ -18,18 +18,7 @@ import argparse
 import time
 
 import numpy as np
-
-
-def lrlrlr_poses(n: int, fps: float = 16.0, rate: float = 25.0) -> np.ndarray:
-    from scipy.spatial.transform import Rotation
-
-    leg = 90.0 / rate * fps  # frames per 90-degree turn
-    t = np.arange(n)
-    phase = (t / leg) % 2
-    yaw = -90.0 * np.where(phase < 1, phase, 2 - phase)
-    out = np.repeat(np.eye(4)[None], n, axis=0)
-    out[:, :3, :3] = Rotation.from_euler("y", yaw[:, None], degrees=True).as_matrix()
-    return out
+from lingbot_context import lrlr_poses as lrlrlr_poses  # the same yaw sweep (benchmarks/ beside this script)
 
 
 def main() -> int:

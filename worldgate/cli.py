@@ -480,20 +480,20 @@ def main(argv=None) -> int:
     return _run(args)
 
 
-def generate_main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="generate", description="roll out a suite with a model")
+def _one_command(argv, prog: str, description: str, add, fn) -> int:  # the generate / evaluate console scripts
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("-v", "--verbose", action="store_true")
-    _add_generate(p)
-    p.set_defaults(fn=cmd_generate)
+    add(p)
+    p.set_defaults(fn=fn)
     return _run(_parse(p, argv))
+
+
+def generate_main(argv=None) -> int:
+    return _one_command(argv, "generate", "roll out a suite with a model", _add_generate, cmd_generate)
 
 
 def evaluate_main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="evaluate", description="score saved rollouts")
-    p.add_argument("-v", "--verbose", action="store_true")
-    _add_evaluate(p)
-    p.set_defaults(fn=cmd_evaluate)
-    return _run(_parse(p, argv))
+    return _one_command(argv, "evaluate", "score saved rollouts", _add_evaluate, cmd_evaluate)
 
 
 if __name__ == "__main__":
