@@ -283,15 +283,7 @@ def _range_lines(res: Results, where: str) -> list[str]:
 # -------------------------------------------------------------------------------------------------------- models
 def results_model(data, where: str, hint: str = "not evaluate's results.json") -> Results:
     """``data`` (parsed JSON) as :class:`Results`, or :class:`ResultsError` listing every violation."""
-    if not isinstance(data, dict):
-        _raise([f"{where}: holds a JSON {_kind(data)}, not an object"], hint)
-    bad = _number_lines(data, where)
-    if bad:
-        _raise(bad, hint)
-    try:
-        res = Results.model_validate(data)
-    except ValidationError as e:
-        _raise(_lines(e, where), hint)
+    res = _validated(Results, data, f"{where}: holds a JSON {_kind(data)}, not an object", where, hint)
     lines = _range_lines(res, where)
     for name, model in sections().items():
         if model is not None and name in (res.model_extra or {}):
@@ -305,13 +297,19 @@ def results_model(data, where: str, hint: str = "not evaluate's results.json") -
 
 
 def sample_model(data, where: str, hint: str = "not evaluate's samples.jsonl") -> Sample:
+    return _validated(Sample, data, f"{where} holds a JSON {_kind(data)}, not a sample object", where, hint)
+
+
+def _validated(model, data, not_object: str, where: str, hint: str):
+    """``data`` as ``model``, or :class:`ResultsError`: ``not_object`` when it is no JSON object, else one line per
+    number out of bounds, else pydantic's violations as one line each."""
     if not isinstance(data, dict):
-        _raise([f"{where} holds a JSON {_kind(data)}, not a sample object"], hint)
+        _raise([not_object], hint)
     bad = _number_lines(data, where)
     if bad:
         _raise(bad, hint)
     try:
-        return Sample.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         _raise(_lines(e, where), hint)
 
