@@ -27,6 +27,8 @@ from typing import Callable
 
 import numpy as np
 
+from worldgate.generate.outputs import open_real_dir
+
 log = logging.getLogger("worldgate.evaluate")
 
 #: the array inside each cached .npz that holds the digest of the others
@@ -34,7 +36,6 @@ DIGEST_KEY = "__worldgate_sha256__"
 #: a cached feature larger than this (on disk, or unpacked) is not read: a miss
 MAX_CACHE_BYTES = 4 << 30
 _DIGEST_SALT = b"worldgate-feature-cache/1\0"
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -58,13 +59,8 @@ def content_digest(inputs: str, key: str, arrays: dict) -> str:
 def open_dir(parent_fd: int, name: str, create: bool = False) -> int:
     """A descriptor of the real folder ``name`` inside ``parent_fd`` (created where asked); a link, or anything not a
     folder, is :class:`CacheRefused`."""
-    if create:
-        try:
-            os.mkdir(name, 0o755, dir_fd=parent_fd)
-        except FileExistsError:
-            pass
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        return open_real_dir(parent_fd, name, create)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise CacheRefused(e.errno, f"{name} is a symbolic link or not a folder") from None

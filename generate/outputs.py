@@ -55,6 +55,17 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def open_real_dir(parent_fd: int, name: str, create: bool = False) -> int:
+    """A descriptor of the real folder ``name`` inside the folder ``parent_fd`` (made first where ``create``), never
+    opened through a link: a link or a non-folder there raises :class:`OSError` with errno ELOOP or ENOTDIR."""
+    if create:
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+    return os.open(name, _DIR, dir_fd=parent_fd)
+
+
 class OutputFolder:
     """An output folder written through descriptors: ``write_bytes``/``write_text``/``copy`` a path relative to it,
     ``finish`` to record the outputs and drop the previous run's left-overs. ``tag`` names the writer in the
@@ -75,13 +86,8 @@ class OutputFolder:
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         try:
             for i, name in enumerate(parts):
-                if create:
-                    try:
-                        os.mkdir(name, 0o755, dir_fd=fd)
-                    except FileExistsError:
-                        pass
                 try:
-                    nfd = os.open(name, _DIR, dir_fd=fd)
+                    nfd = open_real_dir(fd, name, create)
                 except OSError as e:
                     if e.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
