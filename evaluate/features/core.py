@@ -182,6 +182,12 @@ def open_record(folder: Path) -> RecordView:
     return rec
 
 
+def error_line(e: BaseException, limit: int = 200) -> str:
+    """An exception in one line: its type and the first line of its message, at most ``limit`` characters of it."""
+    first = str(e).splitlines()[0][:limit] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
+
+
 def decoder_reason(e: BaseException, limit: int = 200) -> str:
     """A decoder failure in one line for the console and results.json["errors"]: the exception's type and the last
     non-empty line of its message (imageio-ffmpeg appends ffmpeg's whole stderr, banner and build configuration

@@ -46,7 +46,7 @@ import cv2
 import numpy as np
 
 from ...checkout import checkout_problems
-from ..core import FeatureError
+from ..core import FeatureError, error_line
 from ..signals import PAIR_GAP
 
 REPO_URL = "https://github.com/princeton-vl/SEA-RAFT"
@@ -404,8 +404,8 @@ def load_model(repo, cfg, ckpt: str = HF_ID, device: str = "cpu"):
                 load_weights(model, read_state_dict(file))
             except Exception as e:  # noqa: BLE001 - any failure to read the user's weights is what to report
                 raise MissingSeaRaft(
-                    f"cannot load the SEA-RAFT weights {ckpt} into RAFT({Path(cfg).name}) ({type(e).__name__}: "
-                    f"{str(e).splitlines()[0][:200] if str(e) else ''}): {ENV_CKPT} must be the spring-M checkpoint "
+                    f"cannot load the SEA-RAFT weights {ckpt} into RAFT({Path(cfg).name}) ({error_line(e)}): "
+                    f"{ENV_CKPT} must be the spring-M checkpoint "
                     f"({FETCH_CMD}) and {ENV_CFG} its config ({CFG_REL})") from None
             _MODELS[key] = (model.to(device).eval(), args)
         return _MODELS[key]

@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 
 from ...checkout import checkout_problems
-from ..core import Extractor, FeatureError
+from ..core import Extractor, FeatureError, error_line
 from .vggt_c3 import (
     C3_CONF_Q,
     C3_GRID_STEP,
@@ -203,8 +203,8 @@ def load_model(repo, ckpt, device: str = "cpu"):
                 model.load_state_dict(state)
             except (OSError, RuntimeError, ValueError, KeyError, EOFError) as e:
                 raise MissingVGGTOmega(
-                    f"cannot load the VGGT-Omega weights {ckpt} into VGGTOmega() ({type(e).__name__}: "
-                    f"{str(e).splitlines()[0][:200] if str(e) else ''}): {ENV_CKPT} must be the 512 px checkpoint "
+                    f"cannot load the VGGT-Omega weights {ckpt} into VGGTOmega() ({error_line(e)}): "
+                    f"{ENV_CKPT} must be the 512 px checkpoint "
                     f"({FETCH_CMD})") from None
             _MODELS[key] = (model.to(device).eval(), fns)
         return _MODELS[key]
