@@ -160,7 +160,6 @@ def split_entries(items: list[dict], backend: str, P: dict, delta: float | None 
     return flow, c1, c2, c3, delta
 
 
-_entries = split_entries  # results_tree.py's name for it until that file imports split_entries
 
 
 def _row(items, backend, P, delta=None) -> tuple[dict, dict]:

@@ -19,7 +19,7 @@ from worldgate.generate.records import candidate_records, read_meta, record_view
 
 from .. import metrics as M
 from ..features import FeatureCache, FeatureError, MissingFeature, compute_features, open_record, scoring_view
-from .benchmark import BENCHMARK, _entries, collect, qa_entries, table_config
+from .benchmark import BENCHMARK, collect, qa_entries, split_entries, table_config
 from .flow_eval import save_flow_cache
 from .master import master_csv, master_rows, result_dirs, write_results_tree
 
@@ -85,7 +85,7 @@ def write_worldmark_results(run: str | Path, root: str | Path, model: str, backe
     written = {}
     for sfx in sorted({it["split"] for it in items}):
         part = [it for it in items if it["split"] == sfx]
-        flow, c1, c2, c3, _ = _entries(part, backend, P)
+        flow, c1, c2, c3, _ = split_entries(part, backend, P)
         # both backends measure WorldMark's global quantity (co-visible distance over median depth, vg:33-94;
         # the classical one from two-view geometry), so omega_c3 holds it and final_master applies its own tau
         qa = qa_entries(part)
