@@ -57,10 +57,12 @@ that time map (video frame f takes pose ``round(f (n - 1) / (F - 1))``); with F 
 the identity.
 
 Where ContextPolicy comes from: the launcher runs in the model's environment, where worldgate is usually not
-installed. ``worldgate.adapters.context`` needs only numpy; the launcher finds worldgate's folder from its own location
-(the nearest parent with ``worldgate/adapters/context.py``: the checkout of worldgate or an installed package), or
-from ``--worldgate-path DIR``, and appends it to ``sys.path`` (after the checkout, so it shadows none of the model's
-modules). Nothing is copied.
+installed. ``worldgate.adapters.context`` needs only numpy (and ``worldgate.trajectories.registry``); the launcher finds
+worldgate from its own location (the nearest parent that is a worldgate source tree, ``adapters/context.py`` beside
+``worldgate/__init__.py``, or an installed package, ``worldgate/adapters/context.py``), or from ``--worldgate-path DIR``.
+An installed package's folder is appended to ``sys.path`` (after the checkout, so it shadows none of the model's
+modules); a source tree is mounted as pyproject.toml's package-dir maps it (bare ``worldgate``, ``worldgate.adapters``
+and ``worldgate.trajectories`` packages over their folders, no ``__init__`` run). Nothing is copied.
 
 ``--context-json FILE`` holds the policy's fields as ``ContextPolicy.describe()`` writes them; ``--context-policy`` and
 ``--context-budget`` give name and budget (``none`` / absent: unlimited) and must agree with the JSON when both are
@@ -75,6 +77,7 @@ import importlib.util
 import json
 import os
 import sys
+import types
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -392,31 +395,59 @@ def check_model_args(args) -> None:
         raise LauncherError("--action_path is required (poses.npy decides the chunks' views)")
 
 
+#: the folders of a worldgate source tree the launcher imports from, as pyproject.toml's package-dir maps them
+SOURCE_PACKAGES = {"worldgate": "worldgate", "worldgate.adapters": "adapters", "worldgate.trajectories": "trajectories"}
+
+
+def context_file(root: Path) -> Path | None:
+    """``adapters/context.py`` of the worldgate at ``root`` (a source tree or an installed package's folder), or None."""
+    if (root / "adapters" / "context.py").is_file() and (root / "worldgate" / "__init__.py").is_file():
+        return root / "adapters" / "context.py"
+    if (root / "worldgate" / "adapters" / "context.py").is_file():
+        return root / "worldgate" / "adapters" / "context.py"
+    return None
+
+
 def find_worldgate(explicit: str | None = None) -> Path:
-    """The folder that holds the ``worldgate`` package: ``explicit``, else the nearest parent of this file with
-    ``worldgate/adapters/context.py``."""
+    """The worldgate this launcher belongs to: ``explicit``, else the nearest parent of this file that is a worldgate
+    source tree or holds the installed package (:func:`context_file`)."""
     if explicit:
         p = Path(explicit).expanduser().resolve()
-        if not (p / "worldgate" / "adapters" / "context.py").is_file():
-            raise LauncherError(f"--worldgate-path {p}: no worldgate/adapters/context.py there")
+        if context_file(p) is None:
+            raise LauncherError(f"--worldgate-path {p}: neither a worldgate source tree (adapters/context.py beside "
+                                "worldgate/__init__.py) nor a folder holding the installed worldgate package")
         return p
     here = Path(__file__).resolve()
     for p in here.parents:
-        if (p / "worldgate" / "adapters" / "context.py").is_file():
+        if context_file(p) is not None:
             return p
     raise LauncherError(f"cannot find the worldgate package above {here}: pass --worldgate-path DIR")
 
 
-def import_context(worldgate_path: str | None = None):
-    """``worldgate.adapters.context`` of the worldgate this launcher belongs to (or of ``--worldgate-path``): its
-    folder is appended to ``sys.path`` (after the checkout and site-packages, so none of the model's imports resolve
-    to worldgate's folders), and the module imported must be that folder's."""
-    root = find_worldgate(worldgate_path)
-    if str(root) not in sys.path:
-        sys.path.append(str(root))
-    from worldgate.adapters import context  # deferred: importable only once root is on sys.path (line above)
+def mount_source_tree(root: Path) -> None:
+    """Make ``worldgate.adapters`` and ``worldgate.trajectories`` of the source tree ``root`` importable: bare package
+    modules whose ``__path__`` is each folder (pyproject.toml's package-dir), so only the modules imported run. A
+    worldgate already imported in this process is left as it is (import_context then checks which one it is)."""
+    for name, folder in SOURCE_PACKAGES.items():
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            module.__path__ = [str(root / folder)]
+            sys.modules[name] = module
 
-    want = (root / "worldgate" / "adapters" / "context.py").resolve()
+
+def import_context(worldgate_path: str | None = None):
+    """``worldgate.adapters.context`` of the worldgate this launcher belongs to (or of ``--worldgate-path``), and
+    only that one: an installed package's folder is appended to ``sys.path`` (after the checkout and site-packages, so
+    none of the model's imports resolve to worldgate's folders), a source tree mounted (:func:`mount_source_tree`)."""
+    root = find_worldgate(worldgate_path)
+    want = context_file(root).resolve()
+    if want.parent.parent.name == "worldgate" and want.parent.parent.parent == root:
+        if str(root) not in sys.path:
+            sys.path.append(str(root))
+    else:
+        mount_source_tree(root)
+    from worldgate.adapters import context  # deferred: importable only once root is on sys.path (lines above)
+
     if Path(context.__file__).resolve() != want:
         raise LauncherError(f"worldgate.adapters.context resolves to {context.__file__}, not {want} (another "
                             "worldgate is installed in this environment): pass --worldgate-path to the one you mean "

@@ -1,8 +1,12 @@
 import sys
 from pathlib import Path
 
-# shared test helpers (the adapter conformance mixin) live beside the tests
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# shared test helpers (the adapter conformance mixin, testpaths) live beside the tests; test modules in the package
+# folders import each other's tiny-model builders by name (test_judge_vlm's tiny_qwen, test_conformance's fakes), so
+# every test folder is on the path whichever file is collected first
+_TESTS = Path(__file__).resolve().parent
+for _d in sorted({p.parent for p in _TESTS.rglob("test_*.py")} | {_TESTS}, reverse=True):
+    sys.path.insert(0, str(_d))
 
 import json  # noqa: E402
 

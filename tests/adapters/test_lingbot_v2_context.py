@@ -335,9 +335,28 @@ def test_model_arguments_a_policy_needs():
 def test_worldgate_is_found_from_the_launchers_location(tmp_path):
     assert L.find_worldgate() == ROOT
     assert L.find_worldgate(str(ROOT)) == ROOT
-    with pytest.raises(L.LauncherError, match="no worldgate/adapters/context.py"):
+    with pytest.raises(L.LauncherError, match="neither a worldgate source tree"):
         L.find_worldgate(str(tmp_path))
     assert Path(L.import_context().__file__).resolve() == (ROOT / "adapters" / "context.py").resolve()
+
+
+def test_the_launcher_mounts_the_source_tree_where_worldgate_is_not_installed():
+    """The model's environment: no worldgate installed (``-S``: site-packages' .pth files, the editable install's
+    finder among them, are not read; numpy still comes through PYTHONPATH). The launcher, run from the source tree,
+    mounts worldgate.adapters / worldgate.trajectories over their root folders and imports context.py from there."""
+    import numpy
+    import subprocess
+
+    code = ("import importlib.util, sys; "
+            f"spec = importlib.util.spec_from_file_location('launcher', {str(ROOT / 'adapters' / L.__name__.split('.')[-1])!r} + '.py'); "
+            "L = importlib.util.module_from_spec(spec); spec.loader.exec_module(L); "
+            "c = L.import_context(); print(c.__file__); print(c.ContextPolicy(name='full_kv').describe()['name'])")
+    site = str(Path(numpy.__file__).resolve().parents[1])
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                       env={"PYTHONPATH": site, "PATH": os.environ.get("PATH", "")}, cwd="/")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert Path(lines[0]).resolve() == (ROOT / "adapters" / "context.py").resolve() and lines[1] == "full_kv"
 
 
 FAKE_GENERATE = '''
