@@ -39,3 +39,12 @@ def worldmark_engine_run(tmp_path_factory):
     assert res.exit_code == 0, res.failed
     return run, evaluate_run(run, progress=False)
 
+
+
+#: tests of minutes each (Engine-fault validation: a dozen rollouts and evaluations per test), started first so that
+#: under pytest-xdist they share the two cores with the short tests instead of running alone at the end
+LONG_FIRST = ("tests/worldgate/test_validation.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: the rest keep their order
