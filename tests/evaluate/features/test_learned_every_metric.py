@@ -156,7 +156,8 @@ def tiny_raft():
 def every_extractor(t) -> list:
     """One extractor per learned feature, each the registry's own constructor with a tiny model: given in memory
     where the loader has no file form (RAFT, DA3, MUSIQ), loaded from the tiny files by path otherwise."""
-    from worldgate.evaluate.features.models.da3 import DA3Depth, DA3MemoryDepth
+    from worldgate.evaluate.features.depth import DA3Depth
+    from worldgate.evaluate.features.memory_depth import DA3MemoryDepth
 
     F = FEATURES["learned"]
     torch.manual_seed(0)
