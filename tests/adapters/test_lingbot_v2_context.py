@@ -465,7 +465,7 @@ def test_the_module_imports_no_model_code_at_top_level():
     tree = ast.parse(LAUNCHER.read_text())
     top = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names] + \
         [n.module for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert {m.split(".")[0] for m in top} <= {"__future__", "argparse", "importlib", "json", "os", "sys",
+    assert {m.split(".")[0] for m in top} <= {"__future__", "argparse", "importlib", "json", "os", "sys", "types",
                                               "contextlib", "pathlib", "numpy"}, top
 
 
