@@ -41,8 +41,9 @@ def worldmark_engine_run(tmp_path_factory):
 
 
 
-#: tests of minutes each (Engine-fault validation: a dozen rollouts and evaluations per test), started first so that
-#: under pytest-xdist they share the two cores with the short tests instead of running alone at the end
+#: tests of minutes each (Engine-fault validation: ten rollouts and evaluations in one test), started first: under
+#: pytest-xdist the worker that takes them keeps busy while the other drains the short tests, instead of one worker
+#: running them alone at the end
 LONG_FIRST = ("tests/worldgate/test_validation.py",)
 
 
