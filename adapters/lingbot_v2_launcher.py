@@ -57,12 +57,8 @@ that time map (video frame f takes pose ``round(f (n - 1) / (F - 1))``); with F 
 the identity.
 
 Where ContextPolicy comes from: the launcher runs in the model's environment, where worldgate is usually not
-installed. ``worldgate.adapters.context`` needs only numpy (and ``worldgate.trajectories.registry``); the launcher finds
-worldgate from its own location (the nearest parent that is a worldgate source tree, ``adapters/context.py`` beside
-``worldgate/__init__.py``, or an installed package, ``worldgate/adapters/context.py``), or from ``--worldgate-path DIR``.
-An installed package's folder is appended to ``sys.path`` (after the checkout, so it shadows none of the model's
-modules); a source tree is mounted as pyproject.toml's package-dir maps it (bare ``worldgate``, ``worldgate.adapters``
-and ``worldgate.trajectories`` packages over their folders, no ``__init__`` run). Nothing is copied.
+installed. ``worldgate.adapters.context`` needs only numpy; the launcher finds worldgate from its own location (a
+source tree or an installed package) or ``--worldgate-path DIR`` and imports it from there (:func:`import_context`).
 
 ``--context-json FILE`` holds the policy's fields as ``ContextPolicy.describe()`` writes them; ``--context-policy`` and
 ``--context-budget`` give name and budget (``none`` / absent: unlimited) and must agree with the JSON when both are
@@ -400,52 +396,38 @@ SOURCE_PACKAGES = {"worldgate": "worldgate", "worldgate.adapters": "adapters", "
 
 
 def context_file(root: Path) -> Path | None:
-    """``adapters/context.py`` of the worldgate at ``root`` (a source tree or an installed package's folder), or None."""
-    if (root / "adapters" / "context.py").is_file() and (root / "worldgate" / "__init__.py").is_file():
-        return root / "adapters" / "context.py"
-    if (root / "worldgate" / "adapters" / "context.py").is_file():
-        return root / "worldgate" / "adapters" / "context.py"
+    """``adapters/context.py`` of the worldgate source tree or installed package at ``root``, or None."""
+    for f, beside in ((root / "adapters" / "context.py", root / "worldgate" / "__init__.py"),
+                      (root / "worldgate" / "adapters" / "context.py", root)):
+        if f.is_file() and beside.exists():
+            return f
     return None
 
 
 def find_worldgate(explicit: str | None = None) -> Path:
-    """The worldgate this launcher belongs to: ``explicit``, else the nearest parent of this file that is a worldgate
-    source tree or holds the installed package (:func:`context_file`)."""
-    if explicit:
-        p = Path(explicit).expanduser().resolve()
-        if context_file(p) is None:
-            raise LauncherError(f"--worldgate-path {p}: neither a worldgate source tree (adapters/context.py beside "
-                                "worldgate/__init__.py) nor a folder holding the installed worldgate package")
-        return p
-    here = Path(__file__).resolve()
-    for p in here.parents:
+    """``explicit``, else the nearest parent of this file that is a worldgate source tree or holds the package."""
+    found = [Path(explicit).expanduser().resolve()] if explicit else Path(__file__).resolve().parents
+    for p in found:
         if context_file(p) is not None:
             return p
-    raise LauncherError(f"cannot find the worldgate package above {here}: pass --worldgate-path DIR")
-
-
-def mount_source_tree(root: Path) -> None:
-    """Make ``worldgate.adapters`` and ``worldgate.trajectories`` of the source tree ``root`` importable: bare package
-    modules whose ``__path__`` is each folder (pyproject.toml's package-dir), so only the modules imported run. A
-    worldgate already imported in this process is left as it is (import_context then checks which one it is)."""
-    for name, folder in SOURCE_PACKAGES.items():
-        if name not in sys.modules:
-            module = types.ModuleType(name)
-            module.__path__ = [str(root / folder)]
-            sys.modules[name] = module
+    raise LauncherError(f"--worldgate-path {found[0]}: neither a worldgate source tree (adapters/context.py beside "
+                        "worldgate/__init__.py) nor a folder holding the installed package" if explicit else
+                        f"cannot find the worldgate package above {Path(__file__).resolve()}: pass --worldgate-path DIR")
 
 
 def import_context(worldgate_path: str | None = None):
-    """``worldgate.adapters.context`` of the worldgate this launcher belongs to (or of ``--worldgate-path``), and
-    only that one: an installed package's folder is appended to ``sys.path`` (after the checkout and site-packages, so
-    none of the model's imports resolve to worldgate's folders), a source tree mounted (:func:`mount_source_tree`)."""
+    """``worldgate.adapters.context`` of this launcher's worldgate (or ``--worldgate-path``'s) and no other: a package's
+    folder appended to sys.path (after the model's), a source tree mounted as package-dir maps it (no __init__ runs)."""
     root = find_worldgate(worldgate_path)
     want = context_file(root).resolve()
-    if want.parent.parent.name == "worldgate" and want.parent.parent.parent == root:
+    if want.parents[1] == root / "worldgate":
         if str(root) not in sys.path:
             sys.path.append(str(root))
     else:
-        mount_source_tree(root)
+        for name, folder in SOURCE_PACKAGES.items():
+            if name not in sys.modules:
+                sys.modules[name] = types.ModuleType(name)
+                sys.modules[name].__path__ = [str(root / folder)]
     from worldgate.adapters import context  # deferred: importable only once root is on sys.path (lines above)
 
     if Path(context.__file__).resolve() != want:
