@@ -412,9 +412,9 @@ def import_video(video: Path, out: Path, case_id: str, mtag: str, key, row: dict
     ach = info if info is not None else probe_video(video)
     if ach.frames <= 1 or not ach.fps:
         raise InteropError(f"{video}: {ach.frames} frames at {ach.fps} fps cannot be scored")
-    if ach.rotation:  # the decoded frames are upright; the size recorded is theirs, the coded one differs
-        caveats.append(f"the video's display matrix rotates it by {ach.rotation:g} degrees: its frames are scored "
-                       f"as displayed ({ach.width}x{ach.height}), rotated from the coded stream")
+    if ach.display:  # the decoded frames are as displayed; the size recorded is theirs, the coded one may differ
+        caveats.append(f"the video's display matrix {ach.display}: its frames are scored as displayed "
+                       f"({ach.width}x{ach.height}), transformed from the coded stream")
     if ach.resampled and abs(ach.stream_fps - ach.fps) <= 0.01 * ach.fps:  # a few frames off the grid: as evaluate,
         caveats.append(f"the video has a {ach.resampled}; these are the frames scored")  # within 1% it is taken
     elif ach.resampled:  # variable frame rate: evaluate refuses such a stream (its average fps is not the rate its

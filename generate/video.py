@@ -157,6 +157,9 @@ class VideoInfo:
     #: the stream's display rotation in degrees (its display matrix), which decoding applies: width and height are
     #: the decoded (displayed) size, never the coded one; 0 for an upright stream. Not part of :meth:`to_dict`
     rotation: float = 0.0
+    #: whether the display matrix also mirrors the picture (a flip; ffmpeg applies it while decoding and prints only
+    #: an angle, so it is measured: see :func:`_display_transform`). Not part of :meth:`to_dict`
+    mirrored: bool = False
     #: for a variable-frame-rate stream, how it was made constant (empty for a constant-rate one): the frames and
     #: fps above are the constant-rate ones, which is what :func:`read_frames` yields. Not part of :meth:`to_dict`
     resampled: str = ""
@@ -166,6 +169,17 @@ class VideoInfo:
     def to_dict(self) -> dict:
         return {"width": self.width, "height": self.height, "fps": self.fps, "frames": self.frames,
                 "seconds": self.seconds}
+
+    @property
+    def display(self) -> str:
+        """What the display matrix does to the coded picture, in words ('' for an upright stream)."""
+        turn = round(self.rotation) % 360
+        if self.mirrored and turn == 0:
+            return "mirrors it left to right"
+        if self.mirrored and turn == 180:
+            return "mirrors it top to bottom"
+        said = f"rotates it by {self.rotation:g} degrees" if turn else ""
+        return f"{said} and mirrors it" if self.mirrored else said
 
 
 _ROTATION = re.compile(rb"[Dd]isplay ?[Mm]atrix: rotation of (-?[\d.]+) degrees|\brotate\s*:\s*(-?\d+)")
@@ -210,10 +224,41 @@ def probe_video(path: str | Path) -> VideoInfo:
         fps = rate
     width, height = int(m.group(1)), int(m.group(2))
     rot = _ROTATION.search(out)
-    rotation = float(rot.group(1) or rot.group(2)) % 360 if rot else 0.0
+    rotation, mirrored = (float(rot.group(1) or rot.group(2)) % 360 if rot else 0.0), False
+    if rot:  # the printed angle hides flips (a left-right mirror prints as 180 degrees): measure what decoding does
+        rotation, mirrored = _display_transform(path, (width, height), rotation)
     if round(rotation) % 180 == 90:  # ffmpeg rotates while decoding (read_frames too): the frames are this size
         width, height = height, width
-    return VideoInfo(width, height, fps, int(frames), float(secs), rotation, resampled, stream_fps)
+    return VideoInfo(width, height, fps, int(frames), float(secs), rotation=rotation, mirrored=mirrored,
+                     resampled=resampled, stream_fps=stream_fps)
+
+
+def _first_frame(path: str, *args: str) -> np.ndarray | None:
+    """The first frame in grey, flat (None where ffmpeg cannot decode it)."""
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-nostdin", "-loglevel", "error", *args, "-i", path,
+           "-map", "0:v:0", "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", "-"]
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    return None if r.returncode or not r.stdout else np.frombuffer(r.stdout, np.uint8)
+
+
+def _display_transform(path: str, coded_size: tuple[int, int], printed: float) -> tuple[float, bool]:
+    """The rotation (degrees counter-clockwise, ffmpeg's convention) and mirroring that decoding applies, measured by
+    decoding the first frame as coded (``-noautorotate``) and as displayed and matching the eight flips and quarter
+    turns; the printed angle (and no mirror) where the frames cannot tell (a flat first frame)."""
+    w, h = coded_size
+    coded, shown = _first_frame(path, "-noautorotate"), _first_frame(path)
+    if coded is None or shown is None or coded.size != w * h or shown.size != w * h or float(coded.std()) < 1.0:
+        return printed, False
+    coded = coded.reshape(h, w).astype(np.int16)
+    best = (np.inf, printed, False)
+    for k in range(4):
+        turned = np.rot90(coded, k)
+        for mirror in (False, True):
+            cand = turned[:, ::-1] if mirror else turned
+            err = float(np.abs(cand - shown.reshape(cand.shape)).mean())
+            if err < best[0]:
+                best = (err, 90.0 * k, mirror)
+    return best[1], best[2]
 
 
 def read_frames(path: str | Path, size: tuple[int, int] | None = None, meta_out: dict | None = None,

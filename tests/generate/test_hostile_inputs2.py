@@ -277,3 +277,37 @@ def test_a_display_rotation_is_measured_as_decoded_and_named_at_import(tmp_path)
     meta = json.loads((tmp_path / "back" / res.imported[0] / "meta.json").read_text())
     assert (meta["achieved"]["width"], meta["achieved"]["height"]) == (48, 64)
     assert any("rotates it by 90 degrees" in c for c in meta["caveats"]), meta["caveats"]
+
+
+@pytest.mark.parametrize("flags, turn, mirrored, said", [
+    (["-display_hflip"], 0, True, "mirrors it left to right"),
+    (["-display_vflip"], 180, True, "mirrors it top to bottom"),
+    (["-display_rotation", "90", "-display_vflip"], 270, True, "rotates it by 270 degrees and mirrors it"),
+    (["-display_rotation", "180"], 180, False, "rotates it by 180 degrees"),
+])
+def test_a_display_flip_is_measured_from_the_decoded_frames_and_named(tmp_path, flags, turn, mirrored, said):
+    """ffmpeg applies a display matrix's flips while decoding but prints only an angle (a left-right mirror reads
+    "rotation of -180 degrees"): the transform is measured from the first frame, coded against displayed."""
+    import imageio_ffmpeg
+
+    from worldgate.generate.video import probe_video, read_frames
+
+    ff = imageio_ffmpeg.get_ffmpeg_exe()
+    up = tmp_path / "up.mp4"
+    subprocess.run([ff, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-t", "1", "-pix_fmt",
+                    "yuv420p", "-c:v", "libx264", str(up)], check=True)
+    dl = tmp_path / "dl" / "real" / "first" / "FLIP"
+    dl.mkdir(parents=True)
+    out = dl / "000_001.mp4"
+    if subprocess.run([ff, "-v", "error", *flags, "-i", str(up), "-c", "copy", str(out)]).returncode:
+        pytest.skip("this ffmpeg cannot write a display matrix")
+    info = probe_video(out)
+    assert (info.rotation, info.mirrored, info.display) == (turn, mirrored, said)
+    coded, shown = next(read_frames(up)).astype(int), next(read_frames(out)).astype(int)
+    expect = np.rot90(coded, turn // 90)
+    expect = expect[:, ::-1] if mirrored else expect
+    assert shown.shape == expect.shape and np.abs(shown - expect).mean() < 2  # the frames scored are as displayed
+    res = import_worldmark(tmp_path / "dl", tmp_path / "back")
+    assert res.imported, res.failed
+    meta = json.loads((tmp_path / "back" / res.imported[0] / "meta.json").read_text())
+    assert any(said in c for c in meta["caveats"]), meta["caveats"]
