@@ -32,7 +32,6 @@ analyses (``analyses``: decay, cross-axis penalty and return-qualified subsets, 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from ..features.targets import revisit_phases, revisit_range
 from ..score import Score, na
@@ -242,6 +241,8 @@ def depth_memory_scores(D: dict, revs: list[dict], feat: dict, rec: dict, P: dic
     n = int(rec["trajectory"].get("n_frames", 0)) or int(max(D["frame"])) + 1
     O = orientations(feat, n)
     K = np.asarray(D["K"], np.float64)
+    from scipy.stats import spearmanr  # deferred: scipy.stats takes ~1 s to import; every evaluate loads this module
+
     rho, sph, used = [], [], []
     for r in revs:
         fk, dk = _nearest_depth(D, r["frame"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from worldgate.evaluate.metrics import worldmark_columns
 from worldgate.evaluate.runner import evaluate_run
@@ -23,6 +22,8 @@ def run_sweep(runs: list[str], sweeps: list[str], backend: str = "classical") ->
     if len(runs) < 2:
         raise ValueError("a sweep compares leaderboards: give at least two runs")
     base = [overall(evaluate_run(Path(r), backend=backend, rescore=True, progress=False, write=False)) for r in runs]
+    from scipy.stats import spearmanr  # deferred: scipy.stats takes ~1 s to import, and every CLI start loads this module
+
     rows = []
     for spec in sweeps:
         if "=" not in spec:
