@@ -5,8 +5,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export HOME="${WORLDGATE_TEST_HOME:-$(mktemp -d)}"  # evo and friends write settings under HOME
 export HF_HUB_OFFLINE=1  # tests never download: learned models are built from tiny configs
-# both cores (pytest-xdist); WORLDGATE_TEST_WORKERS=0 runs in one process
-.venv/bin/python -m pytest -q -n "${WORLDGATE_TEST_WORKERS:-2}" "$@"
+# both cores (pytest-xdist), whole files per worker (module fixtures built once), the longest files first in
+# tests/conftest.py's order (--no-loadscope-reorder keeps it); WORLDGATE_TEST_WORKERS=0 runs in one process
+.venv/bin/python -m pytest -q -n "${WORLDGATE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi
 exit "$rc"

@@ -41,11 +41,29 @@ def worldmark_engine_run(tmp_path_factory):
 
 
 
-#: tests of minutes each (Engine-fault validation: ten rollouts and evaluations in one test), started first: under
-#: pytest-xdist the worker that takes them keeps busy while the other drains the short tests, instead of one worker
-#: running them alone at the end
-LONG_FIRST = ("tests/worldgate/test_validation.py",)
+#: the longest test files, longest first (seconds of a whole suite run on 2 cores, pytest --durations): scripts/test.sh
+#: runs pytest-xdist with --dist loadfile (a file's module fixtures are built once, on one worker) in this order, so
+#: the long files start at once, one per worker, and the short ones fill in around them instead of one worker
+#: running a long file alone at the end
+LONG_FIRST = (
+    "tests/worldgate/test_validation.py",  # Engine-fault validation: ten rollouts and evaluations (~4 min)
+    "tests/worldgate/test_end_to_end.py",
+    "tests/adapters/test_conformance.py",
+    "tests/evaluate/worldmembench/test_memory.py",
+    "tests/generate/test_robustness.py",
+    "tests/evaluate/features/test_learned_targets.py",
+    "tests/evaluate/multiworldbench/test_multiworld.py",
+    "tests/evaluate/features/test_learned_every_metric.py",
+    "tests/worldgate/test_cluster.py",
+    "tests/evaluate/test_report.py",
+    "tests/generate/test_tampering.py",
+    "tests/worldgate/test_dist.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: the rest keep their order
+    def rank(item):
+        path = item.nodeid.split("::", 1)[0]
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order

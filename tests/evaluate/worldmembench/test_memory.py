@@ -1,16 +1,22 @@
-"""WorldMemBench static memory: pure pieces (silhouettes, colour descriptors, orientation chaining, analyses) and the
-end-to-end check that Engine GT scores high while engine-memory with a tiny context forgets its targets."""
+"""WorldMemBench static memory: pure pieces (silhouettes, colour descriptors, orientation chaining, analyses), the
+end-to-end check that Engine GT scores high while engine-memory with a tiny context forgets its targets, and
+`worldgate validate`'s WorldMemBench faults (one set of runs serves both)."""
 
+import inspect
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from worldgate.adapters.engine.faults import WMB_FAULT_TARGETS
 from worldgate.evaluate.features.boxes import canonical, iou
 from worldgate.evaluate.features.targets import masked_embedding
-from worldgate.evaluate.worldmembench.static import analyses, orientations
 from worldgate.evaluate.runner import evaluate_run
+from worldgate.experiments.validate import (WMB_DYNAMIC, WMB_FAULT_CASES, WMB_MEMORY_FAULT, WMB_STATIC,
+                                            check_worldmembench, markdown, run_validation,
+                                            run_worldmembench_validation)
+from worldgate.evaluate.worldmembench.static import analyses, orientations
 from worldgate.generate.runner import run_generate
 
 from suite_cases import suite_case_manifest
@@ -95,16 +101,54 @@ def test_analyses_per_metric_and_case_pair():
 
 
 @pytest.fixture(scope="module")
-def memory_runs(tmp_path_factory):
+def wmb_validation(tmp_path_factory):
+    """`worldgate validate`'s WorldMemBench part (128 px): Engine GT on one LRLR case per static family and two
+    dynamic cases, engine-memory with a one-chunk context on the static ones, engine-freeze and engine-reset on the
+    dynamic ones; (its folder, its result). The static-memory tests below read its Engine GT and tiny-context runs."""
     root = tmp_path_factory.mktemp("wmb")
-    # one case per static family: each metric is scored on its own family's cases only (WorldMemBench)
-    m = suite_case_manifest(root, "human-LRLR-00", "object-LRLR-00", "environment-LRLR-00")
-    size = ["model.width=160", "model.height=160"]
-    gt, mem = root / "gt", root / "mem"
-    assert run_generate("engine", str(m), gt, overrides=size, progress=False).exit_code == 0
-    assert run_generate("engine-memory", str(m), mem, overrides=size + ["context.sink=false"], progress=False,
-                        context="sliding_window", budget=1).exit_code == 0
-    return evaluate_run(gt, progress=False), evaluate_run(mem, progress=False)
+    return root, run_worldmembench_validation(root)
+
+
+@pytest.fixture(scope="module")
+def memory_runs(wmb_validation):
+    """The results of the validation's Engine GT run and its engine-memory one-chunk-context run (features cached:
+    evaluate reads them back)."""
+    root, _ = wmb_validation
+    return evaluate_run(root / "engine", progress=False), evaluate_run(root / WMB_MEMORY_FAULT, progress=False)
+
+
+def test_worldmembench_faults_are_caught(wmb_validation):
+    """`worldgate validate` covers WorldMemBench: the dynamic-memory faults (engine-freeze, engine-reset) lose the
+    measured dynamic probe and the static-memory fault (engine-memory with a one-chunk context) loses human/object
+    appearance and environment visible, each by its margin; Engine GT reaches its floor on every one of them."""
+    # validate runs it by default (classical), at most at WMB_SIZE
+    assert inspect.signature(run_validation).parameters["worldmembench"].default is True
+    # every WorldMemBench fault has a check, on a dynamic and on the static memory metrics
+    assert {"engine-freeze", "engine-reset"} <= set(WMB_FAULT_TARGETS) and set(WMB_FAULT_CASES) == set(WMB_FAULT_TARGETS)
+    assert all(WMB_FAULT_TARGETS[f] for f in WMB_FAULT_TARGETS)
+    covered = {m for t in WMB_FAULT_TARGETS.values() for m in t}
+    assert "dynamic_probe_score" in covered and {"human_appearance", "object_appearance", "environment_visible"} <= covered
+
+    res = wmb_validation[1]
+    table = res["table"]
+    wm = {"table": table, "checks": res["checks"], "size": res["size"]}
+    failing = [c for c in res["checks"] if not c["ok"]]
+    assert not failing, failing
+    assert set(table) == {"engine", *WMB_FAULT_TARGETS}
+    gt = table["engine"]
+    assert all(gt[m] is not None for m in WMB_STATIC + WMB_DYNAMIC), gt
+    names = {c["check"] for c in res["checks"]}
+    for f, targets in WMB_FAULT_TARGETS.items():
+        for m, margin in targets.items():
+            assert f"worldmembench {f} lowers {m} by >= {margin:g}" in names
+    # the checks are real: a fault that does nothing fails them, and so does one missing from the table
+    assert not all(c["ok"] for c in check_worldmembench({m: dict(gt) for m in table}))
+    missing = check_worldmembench({m: v for m, v in table.items() if m != "engine-reset"})
+    assert [c["ok"] for c in missing if "engine-reset" in c["check"]] == [False]
+    # the section reaches the validation doc
+    md = markdown({"table": {"engine": {}}, "checks": res["checks"], "seconds": 6.0, "size": 256,
+                   "backend": "classical", "worldmembench": wm})
+    assert "## WorldMemBench memory faults" in md and "engine-reset" in md
 
 
 def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
@@ -112,8 +156,7 @@ def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
     g, m = gt["metrics"], mem["metrics"]
     for metric in ("human_appearance", "object_appearance", "environment_visible"):
         assert g[metric]["mean"] >= 0.95, (metric, g[metric]["mean"])  # Engine GT: every available static metric
-    # classical GrabCut silhouettes of the object family's own LRLR case at 160 px: 0.93 (it was 0.96 when measured
-    # on the objects of a human-family case, which WorldMemBench does not score)
+    # classical GrabCut silhouettes of the object family's own LRLR case at 128 px: 0.908 (0.93 at 160 px)
     assert g["object_geometry"]["mean"] >= 0.90, g["object_geometry"]["mean"]
     assert m["human_appearance"]["mean"] < g["human_appearance"]["mean"] - 0.3  # re-invented people
     assert m["object_appearance"]["mean"] < g["object_appearance"]["mean"] - 0.3
@@ -121,6 +164,7 @@ def test_engine_gt_remembers_and_a_tiny_context_forgets(memory_runs):
     assert m["environment_visible"]["mean"] < g["environment_visible"]["mean"] - 0.015
     assert g["human_identity"]["mean"] is None and any("ArcFace" in r for r in g["human_identity"]["unavailable"])
     assert "analyses" in gt and "return_qualified" in gt["analyses"]
+    # one case per static family (the two dynamic cases carry no static score, general quality included)
     for metric, n in (("human_appearance", 1), ("object_geometry", 1), ("environment_visible", 1),
                       ("imaging_quality", 3)):
         assert g[metric]["n"] == n and g[metric]["family_coverage"] == {"cases": n, "scored": n, "share": 1.0}
