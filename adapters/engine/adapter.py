@@ -3,8 +3,9 @@
 ``engine`` renders exactly what is commanded (Engine GT): a seeded voxel world (see :mod:`.world`) seen from the
 case's commanded camera-to-world poses at the native fps, with the case's intrinsics transformed to the native
 size (regime 4, centre-crop to the native aspect). Third-person cases draw an avatar in the lower middle of the
-frame. Scenes come from the case's ``scene`` spec; an image-conditioned case is refused, because the Engine renders
-its own scenes.
+frame. Scenes come from the case's ``scene`` spec (``seed``, ``palette``, ``events``, ``event_s``, and ``mirror``: a
+world mirror-symmetric about the start view's centre plane, see :func:`.world._mirror_half`); an image-conditioned
+case is refused, because the Engine renders its own scenes.
 
 Model args (``--model-args`` / ``key=value``): ``width``, ``height`` (default 256), ``fps`` (16), ``chunk`` (frames
 per chunk, 16), ``fog_m`` (view distance, 28 m), ``threads`` (0: all cores, 1: one), ``sample`` (ray grid in pixels,
@@ -208,12 +209,14 @@ class EngineAdapter(Adapter):
         keepout = plan.arrays["keepout_xz"] if keepout is None else keepout
         events = bool(scene.get("events", True))
         event_s = scene.get("event_s")
-        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes(), events, event_s)
+        mirror = bool(scene.get("mirror", False))
+        key = (int(scene["seed"]), scene.get("palette", "realistic"), eye, keepout.tobytes(), events, event_s, mirror)
         if key not in self._worlds:
             self._worlds.clear()  # one world at a time: a case resets all state
             self._worlds[key] = build_world(int(scene["seed"]), scene.get("palette", "realistic"), keepout,
                                             eye_height=eye, duration_hint=float(plan.extra.get("duration_s", 20.0)),
-                                            events=events, event_s=None if event_s is None else float(event_s))
+                                            events=events, event_s=None if event_s is None else float(event_s),
+                                            mirror=mirror)
         return self._worlds[key]
 
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,

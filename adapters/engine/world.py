@@ -392,10 +392,34 @@ def _events(b: _Builder, spots: list[tuple[int, int]], duration_hint: float, eve
         b.entities.append(Entity(iid, "event", f"{kind}-{iid}", b.center_m(x0, gh, z0, size[0], size[2]), size, {"event": kind}))
 
 
+def _mirror_half(b: _Builder) -> None:
+    """Make the world mirror-symmetric about X = 0 (grid x = NX / 2, the start camera's plane): the half X > 0 becomes
+    the mirror image of the half X < 0 (voxel x -> NX - 1 - x). WorldMark's direction purity compares the mean flow
+    on the commanded axis with the mean off it; in a scene whose depth is not symmetric about the path, a perfect
+    forward walk has a mean horizontal flow of 5-15 % of its radial flow, and a perfect strafe a radial one: the
+    metric then reads the scene, not the mover. Measured on the worldmark-engine demo (benchmarks/purity_scenes.py):
+    Engine GT's W/S segments 91.2 -> 94.8, strafes 93.0 -> 93.1 (a strafe leaves the plane within seconds), translation
+    purity 91.8 -> 94.2; off by default (the suites' scenes and goldens are unchanged). A twin keeps its original's instance id (and events: both progress
+    together); the entity list holds every entity left in the kept half and its twin (``extra["mirror_of"]``)."""
+    h = NX // 2
+    for a in (b.mat, b.inst, b.level):
+        a[h:] = a[h - 1::-1]
+    present = set(np.unique(b.inst[:h]).tolist())
+    kept = [e for e in b.entities if e.iid in present]
+    twins = [Entity(e.iid, e.kind, f"{e.name}-mirrored", (-e.center_m[0], e.center_m[1], e.center_m[2]), e.size_vox,
+                    dict(e.extra, mirror_of=e.name)) for e in kept]
+    b.entities = kept + twins
+    b.events = [ev for ev in b.events if ev.iid in present]
+
+
 def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | None = None,
                 eye_height: float = 1.6, duration_hint: float = 20.0, clearance_m: float = 1.5,
-                events: bool = True, event_s: float | None = None) -> World:
-    """Build a world; ``keepout_xz`` are (N, 2) world (X, Z) metres the camera passes through."""
+                events: bool = True, event_s: float | None = None, mirror: bool = False) -> World:
+    """Build a world; ``keepout_xz`` are (N, 2) world (X, Z) metres the camera passes through. ``mirror``: the
+    world is mirror-symmetric about the plane X = 0 (the start view's vertical centre line; see
+    :func:`_mirror_half`), and the keep-out path is kept clear on both sides."""
+    if mirror and keepout_xz is not None and len(keepout_xz):
+        keepout_xz = np.concatenate([keepout_xz, keepout_xz * np.array([-1.0, 1.0])])
     b = _Builder(int(seed), palette, keepout_xz, eye_height)
     rng = b.rng
     clear = clearance_m / VS
@@ -435,6 +459,8 @@ def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | 
     for kind in ["crate", "barrel", "car", "bench"] * 8:
         scatter(1, 16, 16, lambda x0, z0, k=kind: _object(b, x0, z0, k))
     scatter(12, 4, 4, lambda x0, z0: _human(b, x0, z0, facing_x=bool(rng.random() < 0.5)))
+    if mirror:
+        _mirror_half(b)
 
     pal = PALETTES[b.palette_name]
     palette = np.ones((N_MAT, 3), np.float32)

@@ -156,3 +156,35 @@ def test_sparse_ray_grid_matches_tracing_every_pixel():
     assert a.shape == b.shape and differ.mean() < 1e-3
     with pytest.raises(AdapterError, match="power of two"):
         get_adapter("engine", sample=3)
+
+
+def test_a_mirrored_world_is_symmetric_about_the_start_plane_and_keeps_both_sides_clear():
+    """``scene.mirror``: voxel x and NX - 1 - x hold the same thing, the commanded path is kept clear on both sides
+    (a strafe to the right walks where the kept half's mirror lies), every entity left has its twin, and the first
+    frame's depth is its own left-right mirror (the camera stands on the plane, looking along it)."""
+    from worldgate.adapters.engine.world import NX, to_grid_xz
+
+    path = np.stack([np.linspace(0.0, 6.0, 40), np.zeros(40)], axis=1)  # a strafe to the right (+X), 6 m
+    plain, mir = build_world(11, keepout_xz=path), build_world(11, keepout_xz=path, mirror=True)
+    assert np.array_equal(mir.mat, mir.mat[::-1]) and np.array_equal(mir.inst, mir.inst[::-1])
+    assert not np.array_equal(plain.mat, plain.mat[::-1])
+    gx, gz = to_grid_xz(path[:, 0], path[:, 1])
+    zi = np.round(gz).astype(int)
+
+    def clear(w, x):  # eye-level voxels along a path are empty (nothing to walk through)
+        return not w.mat[np.round(x).astype(int) % NX, 10:14, zi].any()
+
+    assert clear(plain, gx) and clear(mir, gx) and clear(mir, NX - 1 - gx)
+    assert not clear(plain, NX - 1 - gx)  # unmirrored, only the commanded side is kept clear
+    names = {e.name for e in mir.entities}
+    assert all(f"{e.name}-mirrored" in names for e in mir.entities if "mirror_of" not in e.extra)
+    assert all(e.extra["mirror_of"] in names for e in mir.entities if "mirror_of" in e.extra)
+    c = Case(id="m", suite="test", trajectory=Trajectory.parse("W1"), scene={"seed": 11, "mirror": True},
+             intrinsics=engine_intrinsics(), image_size=(1024, 1024), view="first")
+    e = get_adapter("engine", width=64, height=64, threads=1)
+    _, _, depth, _ = render_all(e, c)
+    d = np.where(np.isfinite(depth[0]), depth[0], 1e3)
+    assert np.allclose(d, d[:, ::-1], rtol=1e-4, atol=1e-3)
+    _, _, plain_depth, _ = render_all(e, Case(**{**c.__dict__, "scene": {"seed": 11}}))
+    p = np.where(np.isfinite(plain_depth[0]), plain_depth[0], 1e3)
+    assert not np.allclose(p, p[:, ::-1], rtol=1e-4, atol=1e-3)  # the same scene unmirrored is not
