@@ -321,14 +321,26 @@ def write_leaderboard(results: list[dict], out: Path, allow_mixed: bool = False)
     return csv, md
 
 
-def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: bool = False) -> int:
-    """Fill the feature cache for this process's share (``i % world == rank``) of a run's one-view records."""
+def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: bool = False,
+                     judge: str | None = None, judge_device: str | None = None) -> int:
+    """Fill the feature cache for this process's share (``i % world == rank``) of a run's records: a one-view record's
+    features, and a record of several views through its benchmark (which computes and caches its own features and
+    casts; the row is dropped). ``judge``: the VLM judge is asked here too (its answers and the judged features land
+    in the run's cache), so the scoring step, which reads the cache only, has them."""
     cache = FeatureCache(run / ".features")
     exs = extractors_for(backend)
-    n = 0
-    for folder in [f for f in candidate_records(run) if n_views(f) == 1][rank::world]:
+    vlm = open_judge(judge, run / ".features" / "judge-answers", judge_device) if judge else None
+    if vlm:
+        exs = list(exs) + judge_extractors(vlm, backend, judge_device, check=False)
+    P, stats, n = M.params(None), {"computed": 0, "cached": 0}, 0
+    for folder in candidate_records(run)[rank::world]:
         try:
-            compute_features(open_record(folder), exs, cache)
+            views = n_views(folder)
+            if views == 1:
+                compute_features(open_record(folder), exs, cache)
+            for b in (b for b in benchmarks() if views > 1 and b.views == views):
+                b.score_folder(folder, cache, backend, None, P, False, stats,
+                               **({"judge": vlm} if vlm and getattr(b, "judge", None) else {}))
             n += 1
         except Exception:  # scored (and reported) by rank 0
             pass

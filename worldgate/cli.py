@@ -149,18 +149,18 @@ def _out(a: argparse.Namespace) -> None:
 def cmd_evaluate(a: argparse.Namespace) -> int:
     _out(a)
     publish.check_args(a)
-    if a.launcher and not a.rescore:  # features over a job array, then every record scored here from the cache
+    if a.launcher and not a.rescore:  # features and judge answers over a job array, then scored here from the cache
         params = _params(a.param)
-        return cluster.launch_evaluate(
+        return publish.after(a, a.runs, cluster.launch_evaluate(
             a.runs, a.backend, a.launcher, a.tasks, cluster.parse_slurm(a.slurm),
             lambda: run_evaluate(a.runs, metrics=a.metrics, backend=a.backend, rescore=True, out=a.out,
                                  progress=not a.no_progress, judge=a.judge, judge_device=a.judge_device,
-                                 params=params))
+                                 params=params, allow_mixed=a.allow_mixed), judge=a.judge, judge_device=a.judge_device))
     rank, world = dist.rank_world()
     if world > 1:  # under `accelerate launch`: features in parallel shards, then rank 0 scores from the cache
         if not a.rescore:
             for run in a.runs:
-                precompute_shard(Path(run), a.backend, rank, world)
+                precompute_shard(Path(run), a.backend, rank, world, judge=a.judge, judge_device=a.judge_device)
         dist.barrier("evaluate-features", Path(a.runs[0]))
         if rank != 0:
             return 0

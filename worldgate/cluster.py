@@ -123,9 +123,12 @@ def generate_task(kwargs: dict, rank: int, world: int) -> dict:
     return {"done": res.done, "skipped": res.skipped, "failed": res.failed, "claimed": res.claimed}
 
 
-def evaluate_task(runs: list[str], backend: str, rank: int, world: int) -> dict:
-    """One array task of ``evaluate``: fill the feature cache for this task's share of every run's records."""
-    return {"computed": sum(precompute_shard(Path(r), backend, rank, world) for r in runs)}
+def evaluate_task(runs: list[str], backend: str, rank: int, world: int, judge: str | None = None,
+                  judge_device: str | None = None) -> dict:
+    """One array task of ``evaluate``: fill the feature cache for this task's share of every run's records (and,
+    with ``judge``, ask the judge for them: on a cluster the VLM runs on the tasks' GPUs)."""
+    return {"computed": sum(precompute_shard(Path(r), backend, rank, world, judge=judge, judge_device=judge_device)
+                            for r in runs)}
 
 
 # ------------------------------------------------------------------------------------------------- submitting
@@ -201,11 +204,13 @@ def launch_generate(kwargs: dict, launcher: str, tasks: int | None, slurm: dict,
 
 
 def launch_evaluate(runs: list[str], backend: str, launcher: str, tasks: int | None, slurm: dict,
-                    score, echo=print) -> int:
-    """Features over a job array, then ``score()`` here (it must run with ``rescore=True``)."""
+                    score, echo=print, judge: str | None = None, judge_device: str | None = None) -> int:
+    """Features (and the judge's answers) over a job array, then ``score()`` here (it must run with
+    ``rescore=True``: it reads the cache the tasks filled)."""
     n = check_tasks(tasks, launcher)
     out = Path(runs[0])
-    _, failures = submit(evaluate_task, [[list(runs), backend, i, n] for i in range(n)], out, launcher, slurm,
+    _, failures = submit(evaluate_task, [[list(runs), backend, i, n, judge, judge_device] for i in range(n)], out,
+                         launcher, slurm,
                          slurm.get("gpus", 1) if launcher == "slurm" else 1, "worldgate-evaluate", echo=echo)
     for f in failures:
         echo(f"  TASK {f['task']} ({f['job_id']}) FAILED: {f['error'][-300:]}; log {f['log'].get('stderr', '?')}")

@@ -268,3 +268,36 @@ def test_questions_go_out_together_within_the_concurrency_limit(server, tmp_path
     qs = [(_frames(1, seed=20 + k), f"question {k}?") for k in range(6)]
     assert j.ask_many(qs) == ["Yes."] * 6 and stub.most_in_flight == 2
     assert j.stats["asked"] == 6 and j.ask_many(qs) == ["Yes."] * 6 and j.stats["cached"] == 6
+
+
+def test_an_array_evaluate_asks_the_judge_on_its_tasks_and_publishes(judged, server, tmp_path, monkeypatch):
+    """`evaluate --launcher local --judge ...`: the array task asks the judge for every record, one view or two (its
+    answers and the judged features land in the run's cache; two-view records were not computed by the tasks at all
+    and the cache-only scoring step made them errors), the scoring step reads them, and the scores equal a plain
+    judged evaluate's; the publishing flags act after it as after a plain evaluate (they did nothing under
+    --launcher)."""
+    import shutil
+
+    pytest.importorskip("submitit")
+    stub, spec = server
+    run0, res0, asked0 = judged
+    run = tmp_path / "arr"
+    run.mkdir()
+    for case in (WMB_CASE, *MWB_CASES):  # the records alone: no cached feature, no cached answer
+        shutil.copytree(run0 / case, run / case)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("WORLDGATE_JUDGE_TIMEOUT", "5")
+    before = stub.requests
+    assert main(["evaluate", str(run), "--judge", spec, "--launcher", "local", "--tasks", "1", "--no-progress",
+                 "--push-to-hub", "lab/judged"]) == 0
+    assert stub.requests - before == asked0  # what the plain evaluate asked, sent by the task (scoring only reads)
+    assert (run / ".features" / "judge-answers").is_dir()
+    res = json.loads((run / "results.json").read_text())
+    assert not res["errors"], res["errors"]
+    for m in ("dynamic_score", "dynamic_p_start"):
+        assert res["metrics"][m]["mean"] == pytest.approx(res0["metrics"][m]["mean"]), m
+    rows = _rows(run)
+    for case, cap in (("shared-state-000", "state_synchronization"), ("delayed-revisit-000", "id_consistency")):
+        assert rows[case]["scores"][cap] == 100.0 and rows[case]["paths"][cap] == "vlm", rows[case]
+    assert (tmp_path / "hub-staged" / "lab__judged" / "manifest.json").is_file()
