@@ -3,7 +3,6 @@ batched (sized to the device's memory, a fixed batch on CPU) with the same resul
 once on an Environment record where both camera poses and revisit depth need it. Tiny random models, no DA3 package
 needed (a stand-in model counts DA3's calls)."""
 
-import json
 from types import SimpleNamespace
 
 import cv2
@@ -14,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_learned import clip_processor, dino_processor, tiny_models  # noqa: E402
+from suite_cases import engine_record  # noqa: E402
 
 from worldgate.evaluate.features import core as F  # noqa: E402
 from worldgate.evaluate.features.appearance import LearnedAppearance  # noqa: E402
@@ -27,25 +27,12 @@ from worldgate.evaluate.features.memory_depth import DA3MemoryDepth  # noqa: E40
 from worldgate.evaluate.features import shared_views as SV  # noqa: E402
 from worldgate.evaluate.features import FeatureCache, compute_features, open_record  # noqa: E402
 from worldgate.evaluate.features.targets import memory_depth_frames  # noqa: E402
-from worldgate.generate.runner import run_generate  # noqa: E402
-
-
-def _record(root, name, trajectory, tags=None, w=64, h=48):
-    m = root / f"{name}.jsonl"
-    case = {"id": name, "trajectory": trajectory, "scene": {"seed": 5}}
-    if tags:
-        case["tags"] = tags
-    m.write_text(json.dumps(case) + "\n")
-    out = root / f"run-{name}"
-    assert run_generate("engine", str(m), out, overrides=[f"model.width={w}", f"model.height={h}"],
-                        progress=False).exit_code == 0
-    return out / name
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """An Environment record with a revisit (L R L: R1 returns to the start), 3 s at 16 fps, 64 x 48."""
-    return _record(tmp_path_factory.mktemp("batching"), "lrl", "L1 R1 L1", tags={"family": "environment"})
+    return engine_record(tmp_path_factory.mktemp("batching"), "lrl", "L1 R1 L1", tags={"family": "environment"})
 
 
 @pytest.fixture

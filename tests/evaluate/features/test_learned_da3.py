@@ -1,7 +1,6 @@
 """Depth Anything 3 (PyPI depth-anything-3) through its real classes: a tiny network with random weights in the
 package's own ``DepthAnything3`` API, run on CPU; skipped where the package is not installed."""
 
-import json
 import sys
 
 import numpy as np
@@ -16,6 +15,8 @@ from worldgate.evaluate.features.depth import DA3Depth
 from worldgate.evaluate.features.memory_depth import DA3MemoryDepth
 from worldgate.evaluate.features import FeatureCache, FeatureError, compute_features, open_record
 from worldgate.evaluate.shared import estimated_trajectory
+
+from suite_cases import engine_record
 
 
 def tiny_api():
@@ -46,24 +47,10 @@ def api():
     return tiny_api()
 
 
-def _record(root, name, trajectory, tags=None, w=64, h=48):
-    from worldgate.generate.runner import run_generate
-
-    m = root / f"{name}.jsonl"
-    case = {"id": name, "trajectory": trajectory, "scene": {"seed": 5}}
-    if tags:
-        case["tags"] = tags
-    m.write_text(json.dumps(case) + "\n")
-    out = root / f"run-{name}"
-    assert run_generate("engine", str(m), out, overrides=[f"model.width={w}", f"model.height={h}"],
-                        progress=False).exit_code == 0
-    return out / name
-
-
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     root = tmp_path_factory.mktemp("da3")
-    return {"lr": _record(root, "lr", "L2 R2", tags={"family": "environment"})}
+    return {"lr": engine_record(root, "lr", "L2 R2", tags={"family": "environment"})}
 
 
 def _seg(keys):
@@ -310,7 +297,7 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
     from worldgate.evaluate.worldmembench.static import depth_memory_scores
     from worldgate.generate.video import read_frames
 
-    rec = open_record(_record(tmp_path, "lrl", "L2 R2 L2", tags={"family": "environment"}))
+    rec = open_record(engine_record(tmp_path, "lrl", "L2 R2 L2", tags={"family": "environment"}))
     calls = []
 
     class Counting:
@@ -338,12 +325,12 @@ def test_memory_depth_feature_is_one_da3_call_in_learnedmemorydepths_format(tmp_
     assert s["depth_spearman"].detail["model"] == "a given model"
     assert type(M.FEATURES["learned"].get("memory_depth")()).__name__ == "DA3MemoryDepth"
     # a Human-family case (no depth metric reads it) and a record without revisits: no call, empty arrays
-    human = open_record(_record(tmp_path, "lrl-h", "L2 R2 L2", tags={"family": "human"}))
+    human = open_record(engine_record(tmp_path, "lrl-h", "L2 R2 L2", tags={"family": "human"}))
     assert memory_depth_frames(human, 4) == set()
     calls.clear()
     out = compute_features(human, [DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f1"))[0]
     assert calls == [] and out["memory_depth"]["frame"].shape == (0,)
-    plain = open_record(_record(tmp_path, "w", "W2", tags={"family": "environment"}))
+    plain = open_record(engine_record(tmp_path, "w", "W2", tags={"family": "environment"}))
     calls.clear()
     out = compute_features(plain, [DA3MemoryDepth(model=Counting())], FeatureCache(tmp_path / ".f2"))[0]
     assert calls == [] and out["memory_depth"]["frame"].shape == (0,) and out["memory_depth"]["depth"].shape == (0, 32, 32)
