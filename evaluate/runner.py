@@ -59,11 +59,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     unknown = sorted(set(metrics or ()) - set(metric_info()))
     if unknown:
         raise did_you_mean("metric", unknown[0], metric_info())
-    # the judge's model is checked first: a missing one fails in seconds, before any record or other model; its
-    # answers are cached beside the features (a rescore asks nothing, and asks only the cache)
-    vlm = open_judge(judge, run / ".features" / "judge-answers", judge_device, check=not rescore,
-                     offline=rescore) if judge else None
-    judges = judge_extractors(vlm, backend, judge_device, check=False) if vlm else []
+    vlm, judges = _open_judge(run, judge, backend, judge_device, rescore)
     cache = FeatureCache(run / ".features")
     folders = candidate_records(run)
     if not folders:
@@ -83,10 +79,7 @@ def evaluate_run(run: Path, metrics: set[str] | None = None, backend: str = "cla
     for folder in items:
         views = n_views(folder)
         if views > 1:  # records with several views are scored by the benchmarks of such records, features and all
-            for b in benchmarks():
-                if b.views == views:
-                    samples.append(b.score_folder(folder, cache, backend, metrics, P, rescore, feat_stats,
-                                                  **({"judge": vlm} if vlm and getattr(b, "judge", None) else {})))
+            samples.extend(_score_views(folder, views, cache, backend, metrics, P, rescore, feat_stats, vlm))
             continue
         row, rec = {"case": folder.name}, None
         try:
@@ -321,6 +314,25 @@ def write_leaderboard(results: list[dict], out: Path, allow_mixed: bool = False)
     return csv, md
 
 
+def _open_judge(run: Path, judge: str | None, backend: str, device: str | None, rescore: bool) -> tuple:
+    """(the cached judge, the extractors it adds) for ``--judge`` (None, [] without one). The judge's model is
+    checked first: a missing one fails in seconds, before any record; its answers are cached beside the features
+    (a rescore asks nothing, and asks only the cache)."""
+    if not judge:
+        return None, []
+    vlm = open_judge(judge, run / ".features" / "judge-answers", device, check=not rescore, offline=rescore)
+    return vlm, judge_extractors(vlm, backend, device, check=False)
+
+
+def _score_views(folder: Path, views: int, cache, backend: str, metrics, P: dict, rescore: bool, stats: dict,
+                 vlm) -> list[dict]:
+    """The rows of a record with several views: scored by the benchmarks of such records, features and all (they
+    compute and cache their own), each given the judge when it takes one."""
+    return [b.score_folder(folder, cache, backend, metrics, P, rescore, stats,
+                           **({"judge": vlm} if vlm and getattr(b, "judge", None) else {}))
+            for b in benchmarks() if b.views == views]
+
+
 def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: bool = False,
                      judge: str | None = None, judge_device: str | None = None) -> int:
     """Fill the feature cache for this process's share (``i % world == rank``) of a run's records: a one-view record's
@@ -328,19 +340,16 @@ def precompute_shard(run: Path, backend: str, rank: int, world: int, progress: b
     casts; the row is dropped). ``judge``: the VLM judge is asked here too (its answers and the judged features land
     in the run's cache), so the scoring step, which reads the cache only, has them."""
     cache = FeatureCache(run / ".features")
-    exs = extractors_for(backend)
-    vlm = open_judge(judge, run / ".features" / "judge-answers", judge_device) if judge else None
-    if vlm:
-        exs = list(exs) + judge_extractors(vlm, backend, judge_device, check=False)
+    vlm, judges = _open_judge(run, judge, backend, judge_device, rescore=False)
+    exs = list(extractors_for(backend)) + judges
     P, stats, n = M.params(None), {"computed": 0, "cached": 0}, 0
     for folder in candidate_records(run)[rank::world]:
         try:
             views = n_views(folder)
             if views == 1:
                 compute_features(open_record(folder), exs, cache)
-            for b in (b for b in benchmarks() if views > 1 and b.views == views):
-                b.score_folder(folder, cache, backend, None, P, False, stats,
-                               **({"judge": vlm} if vlm and getattr(b, "judge", None) else {}))
+            else:
+                _score_views(folder, views, cache, backend, None, P, False, stats, vlm)
             n += 1
         except Exception:  # scored (and reported) by rank 0
             pass
