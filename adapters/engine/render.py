@@ -388,7 +388,7 @@ def render_frame(mat, inst, level, occ, bits, B, G, palette, texkind, inst_mode,
     pixel."""
     H, W = depth.shape
     hits_t = np.empty((H, W))
-    hits_i = np.empty((H, W, 5), np.int64)
+    hits_i = np.empty((H, W, 5), np.int32)  # face, voxel x, h, z, plane: all small
     for v in range(0, H, sample):
         _sample_row(v, sample, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy, cx, cy,
                     tmax, hits_t, hits_i)
@@ -410,7 +410,7 @@ def render_frame_parallel(mat, inst, level, occ, bits, B, G, palette, texkind, i
     """The same frame as :func:`render_frame`, rows spread over all numba threads."""
     H, W = depth.shape
     hits_t = np.empty((H, W))
-    hits_i = np.empty((H, W, 5), np.int64)
+    hits_i = np.empty((H, W, 5), np.int32)  # face, voxel x, h, z, plane: all small
     for j in prange((H + sample - 1) // sample):
         _sample_row(sample * j, sample, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy,
                     cx, cy, tmax, hits_t, hits_i)

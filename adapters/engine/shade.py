@@ -40,26 +40,13 @@ def _value_noise(u, v, seed):
     return (a * (1 - fu) + b * fu) * (1 - fv) + (c * (1 - fu) + d * fu) * fv
 
 
-@njit(cache=True, fastmath=True, inline="always")
-def _sample_wrap(tex, u, v):
-    """Bilinear sample of a periodic 2D texture at texel coordinates (u, v)."""
-    n0, n1 = tex.shape
-    fu = math.floor(u)
-    fv = math.floor(v)
-    a = u - fu
-    b = v - fv
-    i0 = int(fu) % n0
-    j0 = int(fv) % n1
-    i1 = (i0 + 1) % n0
-    j1 = (j0 + 1) % n1
-    return ((tex[i0, j0] * (1 - a) + tex[i1, j0] * a) * (1 - b) + (tex[i0, j1] * (1 - a) + tex[i1, j1] * a) * b)
-
-
 @njit(cache=True, fastmath=True)
 def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, fy, cx, cy, tmax, fog_start,
                sky_top, sky_horizon, clouds, hits_t, hits_i, rgb, depth, ids):
     """Colour, depth and ids of row v from its hits (t < 0: sky)."""
     W = depth.shape[1]
+    cm0 = clouds.shape[0] - 1  # the cloud texture's sides are powers of two (world.cloud_texture)
+    cm1 = clouds.shape[1] - 1
     if True:
         dcy = (v + 0.5 - cy) / fy
         for u in range(W):
@@ -82,7 +69,20 @@ def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, 
             if t < 0:
                 if el > 0.015:
                     k = 3.0 / (-dY)
-                    cl = _sample_wrap(clouds, dX * k * 8.0, dZ * k * 8.0)
+                    # the clouds' bilinear sample, periodic, written out with masks for the wrap: a helper taking the
+                    # texture costs two atomic reference counts per sky pixel (see render._trace_pixels), % four divisions
+                    cu = dX * k * 8.0
+                    cv = dZ * k * 8.0
+                    fu = math.floor(cu)
+                    fv = math.floor(cv)
+                    a = cu - fu
+                    b = cv - fv
+                    i0 = int(fu) & cm0
+                    j0 = int(fv) & cm1
+                    i1 = (i0 + 1) & cm0
+                    j1 = (j0 + 1) & cm1
+                    cl = ((clouds[i0, j0] * (1 - a) + clouds[i1, j0] * a) * (1 - b)
+                          + (clouds[i0, j1] * (1 - a) + clouds[i1, j1] * a) * b)
                     c = min(max((cl - 0.45) * 2.2, 0.0), 1.0) * min(el * 6.0, 1.0)
                     sr = sr + (1.0 - sr) * c
                     sg = sg + (1.0 - sg) * c

@@ -243,7 +243,9 @@ def block_distance(occupied: np.ndarray, cap: int = 16) -> np.ndarray:
 
 
 def cloud_texture(seed: int, n: int = 256) -> np.ndarray:
-    """A periodic two-octave value-noise texture (n x n, float32 in [0, 1]) for the sky."""
+    """A periodic two-octave value-noise texture (n x n, float32 in [0, 1]) for the sky; n a power of two (the
+    renderer wraps texel indices with a mask)."""
+    assert n > 0 and n & (n - 1) == 0, "the cloud texture's side must be a power of two"
     rng = np.random.default_rng(seed + 911)
     out = np.zeros((n, n), np.float32)
     for cells, w in ((8, 0.65), (26, 0.35)):
