@@ -5,6 +5,7 @@ are decimal, and Ctrl-C during start-up exits 130 without a traceback."""
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -150,7 +151,10 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback():
         "sys.meta_path.insert(0, Hook())\n"
         "from worldgate.cli import main\n"
         "sys.exit(main(['list', 'models']))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # the child starts as a terminal's command does, SIGINT at its default: a suite started in the background (`&` in a
+    # script) runs with SIGINT ignored, children inherit that, and Python then never installs its handler
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.returncode == 130 and "Traceback" not in p.stderr and p.stderr.strip() == "interrupted", p.stderr[-800:]
 
 
