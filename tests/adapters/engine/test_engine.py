@@ -188,3 +188,25 @@ def test_a_mirrored_world_is_symmetric_about_the_start_plane_and_keeps_both_side
     _, _, plain_depth, _ = render_all(e, Case(**{**c.__dict__, "scene": {"seed": 11}}))
     p = np.where(np.isfinite(plain_depth[0]), plain_depth[0], 1e3)
     assert not np.allclose(p, p[:, ::-1], rtol=1e-4, atol=1e-3)  # the same scene unmirrored is not
+
+
+def test_avatar_through_flat_indices_paints_what_its_mask_paints():
+    """draw_avatar writes through the sprite's flat indices, or through its boolean mask on non-contiguous frames;
+    both paint exactly the mask's pixels, with the sprite's colours, its depth and its id."""
+    from worldgate.adapters.engine.avatar import avatar_sprite, draw_avatar
+
+    rng = np.random.default_rng(0)
+    H, W = 96, 128
+    for phase in (0.0, 0.3, 0.99):
+        mask, sprite = avatar_sprite(H, W, int(phase * 8) % 8)
+        frames = (rng.integers(0, 256, (H, W, 3), dtype=np.uint8), rng.random((H, W), dtype=np.float32),
+                  rng.integers(0, 9, (H, W)).astype(np.int32))
+        want = [f.copy() for f in frames]
+        want[0][mask], want[1][mask], want[2][mask] = sprite[mask], 1.5, ID_AVATAR
+        flat = [f.copy() for f in frames]
+        draw_avatar(*flat, phase, ID_AVATAR, 1.5)
+        strided = [np.asfortranarray(f) for f in frames]  # not C-contiguous: the mask path
+        draw_avatar(*strided, phase, ID_AVATAR, 1.5)
+        assert 0 < mask.sum() < H * W
+        for a, b, c in zip(want, flat, strided):
+            assert np.array_equal(a, b) and np.array_equal(a, c)
