@@ -69,8 +69,9 @@ def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, 
             if t < 0:
                 if el > 0.015:
                     k = 3.0 / (-dY)
-                    # the clouds' bilinear sample, periodic, written out with masks for the wrap: a helper taking the
-                    # texture costs two atomic reference counts per sky pixel (see render._trace_pixels), % four divisions
+                    # the clouds' periodic bilinear sample, written out with masks for the wrap: a helper taking the
+                    # texture costs two atomic reference counts per sky pixel (see render._trace_pixels), and % costs
+                    # four integer divisions
                     cu = dX * k * 8.0
                     cv = dZ * k * 8.0
                     fu = math.floor(cu)
