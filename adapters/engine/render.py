@@ -39,6 +39,16 @@ def _ray(u, v, R, fx, fy, cx, cy):
 _FASTMATH_TRACE = {"nnan", "ninf", "nsz", "contract", "afn", "reassoc"}
 
 
+@njit(cache=True, fastmath=_FASTMATH_TRACE, inline="always")
+def _crossings(g, ig, b, s, o, size, big):
+    """Along one axis: the ray parameter at which a ray (direction g, ig = 1 / g, origin o) in cell b of a grid of
+    ``size``-wide cells, stepping s, first crosses a cell boundary, and the parameter between crossings; ``big`` for
+    both when the ray runs parallel to the axis. Scalars only (see _trace_pixels on arrays)."""
+    if g != 0:
+        return ((b + (1 if s > 0 else 0)) * size - o) * ig, size * abs(ig)
+    return big, big
+
+
 @njit(cache=True, fastmath=_FASTMATH_TRACE)
 def _trace_pixels(v, us, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy, cx,
                   cy, tmax, hits_t, hits_i):
@@ -85,24 +95,9 @@ def _trace_pixels(v, us, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_s
         bx = int(math.floor(ox / B))
         bh = int(math.floor(oh / B))
         bz = int(math.floor(oz / B))
-        if gx != 0:
-            tcx = ((bx + (1 if sx > 0 else 0)) * B - ox) * igx
-            dcx = B * abs(igx)
-        else:
-            tcx = big
-            dcx = big
-        if gh != 0:
-            tch = ((bh + (1 if sh > 0 else 0)) * B - oh) * igh
-            dch = B * abs(igh)
-        else:
-            tch = big
-            dch = big
-        if gz != 0:
-            tcz = ((bz + (1 if sz > 0 else 0)) * B - oz) * igz
-            dcz = B * abs(igz)
-        else:
-            tcz = big
-            dcz = big
+        tcx, dcx = _crossings(gx, igx, bx, sx, ox, B, big)
+        tch, dch = _crossings(gh, igh, bh, sh, oh, B, big)
+        tcz, dcz = _crossings(gz, igz, bz, sz, oz, B, big)
         t_ground = (G - oh) * igh if gh < 0 else big
         t_end = min(tmax, t_ground)
         t_enter = 0.0
@@ -137,9 +132,9 @@ def _trace_pixels(v, us, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_s
                 bx = int(math.floor((ox + te * gx) / B))
                 bh = int(math.floor((oh + te * gh) / B))
                 bz = int(math.floor((oz + te * gz) / B))
-                tcx = ((bx + (1 if sx > 0 else 0)) * B - ox) * igx if gx != 0 else big
-                tch = ((bh + (1 if sh > 0 else 0)) * B - oh) * igh if gh != 0 else big
-                tcz = ((bz + (1 if sz > 0 else 0)) * B - oz) * igz if gz != 0 else big
+                tcx = _crossings(gx, igx, bx, sx, ox, B, big)[0]
+                tch = _crossings(gh, igh, bh, sh, oh, B, big)[0]
+                tcz = _crossings(gz, igz, bz, sz, oz, B, big)[0]
                 continue
             elif occ[bx & mbx, bh, bz & mbz] == 0:
                 # fine walk inside this block, from the entry point
@@ -152,12 +147,9 @@ def _trace_pixels(v, us, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_s
                 wx = min(max(int(math.floor(px)), x0), x0 + B - 1)
                 wh = min(max(int(math.floor(ph)), h0), h0 + B - 1)
                 wz = min(max(int(math.floor(pz)), z0), z0 + B - 1)
-                tfx = ((wx + (1 if sx > 0 else 0)) - ox) * igx if gx != 0 else big
-                tfh = ((wh + (1 if sh > 0 else 0)) - oh) * igh if gh != 0 else big
-                tfz = ((wz + (1 if sz > 0 else 0)) - oz) * igz if gz != 0 else big
-                dfx = abs(igx) if gx != 0 else big
-                dfh = abs(igh) if gh != 0 else big
-                dfz = abs(igz) if gz != 0 else big
+                tfx, dfx = _crossings(gx, igx, wx, sx, ox, 1, big)
+                tfh, dfh = _crossings(gh, igh, wh, sh, oh, 1, big)
+                tfz, dfz = _crossings(gz, igz, wz, sz, oz, 1, big)
                 tf = t_enter
                 ff = entry
                 m64 = bits[bx & mbx, bh, bz & mbz]
