@@ -210,3 +210,56 @@ def test_avatar_through_flat_indices_paints_what_its_mask_paints():
         assert 0 < mask.sum() < H * W
         for a, b, c in zip(want, flat, strided):
             assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def _purity_ceiling():
+    """benchmarks/purity_ceiling.py, loaded by path (benchmarks are scripts, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "purity_ceiling.py"
+    spec = importlib.util.spec_from_file_location("purity_ceiling", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_exact_flow_of_the_purity_ceiling_is_the_flow_of_a_strafe_a_yaw_and_an_engine_rollout(engine):
+    import cv2
+
+    exact_flow = _purity_ceiling().exact_flow
+    k = np.array([100.0, 100.0, 47.5, 47.5])
+    eye = np.eye(4)
+    # a strafe 0.2 m to the right past a wall 4 m away: every pixel moves left by f t / Z = 5 px; the sky not at all
+    right = eye.copy()
+    right[0, 3] = 0.2
+    depth = np.full((SIZE, SIZE), 4.0, np.float32)
+    depth[:10] = np.inf
+    fl = exact_flow(depth, eye, right, k)
+    np.testing.assert_allclose(fl[10:, :, 0], -5.0, atol=1e-4)
+    np.testing.assert_allclose(fl[10:, :, 1], 0.0, atol=1e-4)
+    np.testing.assert_allclose(fl[:10], 0.0, atol=1e-4)
+    # a yaw moves the sky (points at infinity) as the rotation's homography K R^T K^-1 says; still pixels stay put
+    a = np.radians(3.0)
+    yaw = eye.copy()
+    yaw[:3, :3] = [[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]]
+    still = np.zeros((SIZE, SIZE), bool)
+    still[-5:] = True
+    fl = exact_flow(np.full((SIZE, SIZE), np.inf, np.float32), eye, yaw, k, still)
+    Km = np.array([[100.0, 0, 47.5], [0, 100.0, 47.5], [0, 0, 1]])
+    Hm = Km @ yaw[:3, :3].T @ np.linalg.inv(Km)
+    p = Hm @ np.array([60.0, 20.0, 1.0])
+    np.testing.assert_allclose(fl[20, 60], p[:2] / p[2] - [60.0, 20.0], atol=1e-3)
+    assert fl[20, 60, 0] < -4  # turning right moves content left
+    assert not fl[-5:].any()
+    # on a rendered strafe, frame 2 pulled back along the exact flow lands on frame 0 (the conventions agree with the
+    # Engine's: pixel centres, OpenCV axes, z-depth)
+    plan, f, depth, ids = render_all(engine, case("D1"))
+    fl = exact_flow(depth[0], plan.arrays["c2w"][0], plan.arrays["c2w"][2], plan.arrays["intrinsics"])
+    v, u = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
+    back = cv2.remap(f[2], u + fl[..., 0], v + fl[..., 1], cv2.INTER_LINEAR)
+    inside = np.isfinite(depth[0]) & (u + fl[..., 0] > 1) & (u + fl[..., 0] < SIZE - 2)
+    err = np.abs(back.astype(float) - f[0])[inside].mean()
+    still_err = np.abs(f[2].astype(float) - f[0])[inside].mean()
+    assert np.abs(fl[..., 0][inside]).mean() > 1.0  # the strafe moved the content
+    assert err < 0.35 * still_err, (err, still_err)
