@@ -154,8 +154,8 @@ def main():
             mv = [x for x, _ in v if x is not None]
             print(f"  {k}: {len(v)} segments, mean purity measured {np.mean(mv):.3f}, "
                   f"exact {np.mean([y for _, y in v]):.3f}")
-        print("If exact flow reads about what DIS reads, the points are lost by the metric on these scenes, not by the"
-              " flow estimate or the mover.")
+        print("Exact flow is the ceiling: what it does not reach is lost by the metric on these scenes; the gap between"
+              " the two columns is the flow estimate's.")
     finally:
         if not a.out:
             shutil.rmtree(tmp, ignore_errors=True)
