@@ -248,7 +248,12 @@ def test_da3_reason_names_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     for k in [k for k in sys.modules if k.startswith("depth_anything_3")]:
         monkeypatch.delitem(sys.modules, k)
-    ok, why = LM.da3_status()
+    try:
+        ok, why = LM.da3_status()
+    finally:  # the stand-in package stays in sys.modules after its failed import: drop it, or a later test in this
+        # process imports it in place of the real one (monkeypatch restores only what it deleted, after this)
+        for k in [k for k in sys.modules if k.startswith("depth_anything_3")]:
+            del sys.modules[k]
     assert not ok and "moviepy_not_here" in why and "its API does not import" in why
 
 
