@@ -115,6 +115,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=None, help="only the first N cases of the suite")
     ap.add_argument("--out", default=None, help="keep the two scored runs here (default: a temporary folder)")
+    ap.add_argument("--mirror", action="store_true", help="the suite's scenes made mirror-symmetric about the start "
+                    "view's centre plane (scene.mirror; see benchmarks/purity_scenes.py)")
     a = ap.parse_args()
 
     from worldgate.evaluate.runner import evaluate_run, extractors_for
@@ -125,7 +127,14 @@ def main():
         measured, exact = tmp / "measured", tmp / "exact"
         shutil.rmtree(measured, ignore_errors=True)
         shutil.rmtree(exact, ignore_errors=True)
-        run_generate("engine", "worldmark-engine", measured, limit=a.limit, progress=False)
+        suite = "worldmark-engine"
+        if a.mirror:
+            from worldgate.trajectories.suites import load_suite
+
+            suite = str(tmp / "cases-mirrored.jsonl")
+            Path(suite).write_text("".join(json.dumps(dict(d, scene=dict(d["scene"], mirror=True))) + "\n"
+                                           for d in (c.to_dict() for c in load_suite("worldmark-engine"))))
+        run_generate("engine", suite, measured, limit=a.limit, progress=False)
         shutil.copytree(measured, exact, ignore=shutil.ignore_patterns(".features", "results*", "samples.jsonl"))
         wanted = {"direction_purity_trans", "direction_purity_rot", "direction_accuracy_trans"}
         r_meas = evaluate_run(measured, wanted, progress=False)
@@ -133,7 +142,9 @@ def main():
         r_exact = evaluate_run(exact, wanted, progress=False, extractors=exs)
         sm, se = segments(measured), segments(exact)
 
-        print("== Engine GT direction purity on worldmark-engine (the demo's suite), classical WorldMark code ==")
+        scenes = ", mirrored scenes" if a.mirror else ""
+        print(f"== Engine GT direction purity on worldmark-engine (the demo's suite{scenes}), classical WorldMark "
+              "code ==")
         print(f"{'':28s} {'measured (DIS)':>16s} {'exact flow (GT)':>16s}")
         for mid, label in (("direction_purity_trans", "purity (translation)"), ("direction_purity_rot",
                                                                                "purity (rotation)"),
