@@ -69,18 +69,18 @@ def exact_flow_extractor():
         name = "flow"
         version = "exact-engine-gt"
         backend = "classical"
-        max_side = 64  # the frames are not looked at; the smallest size keeps the pool's resizing cheap
+
+        def needs_frame(self, i):  # the decoded frames are never looked at: the pool neither resizes nor queues them
+            return False
 
         def start(self, rec):
             super().start(rec)
-            meta = json.loads((rec.dir / "meta.json").read_text())
-            case = Case.from_dict(meta["case"], suite=meta["case"].get("suite", "manifest"))
-            eng = get_adapter("engine", width=int(meta["achieved"]["width"]), height=int(meta["achieved"]["height"]))
+            case = Case.from_dict(rec.meta["case"], suite=rec.meta["case"].get("suite", "manifest"))
+            eng = get_adapter("engine", width=rec.width, height=rec.height)
             eng.load()
             plan = eng.plan(case)
             self.c2w = eng.render_poses(plan)
-            recorded = np.load(rec.dir / "poses.npy")
-            if self.c2w.shape != recorded.shape or not np.allclose(self.c2w, recorded, atol=1e-6):
+            if self.c2w.shape != rec.poses.shape or not np.allclose(self.c2w, rec.poses, atol=1e-6):
                 raise SystemExit(f"{rec.dir.name}: the case re-planned from meta.json does not give the record's "
                                  "poses.npy, so its depth would not be the video's: regenerate the run")
             self.k = plan.arrays["intrinsics"]
@@ -103,12 +103,13 @@ def exact_flow_extractor():
 
 
 def segments(run: Path) -> dict:
-    """(case, segment index) -> the translation segment's purity detail, from samples.jsonl."""
+    """(case, segment index) -> the translation segment's purity detail, from the run's samples."""
+    from worldgate.evaluate.results import read_samples
+
     out = {}
-    for line in (run / "samples.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        for s in (row.get("detail", {}).get("direction_purity_trans") or {}).get("segments", []):
-            out[(row["case"], s["seg"])] = s
+    for row in read_samples(run):
+        for s in ((row.detail or {}).get("direction_purity_trans") or {}).get("segments", []):
+            out[(row.case, s["seg"])] = s
     return out
 
 
