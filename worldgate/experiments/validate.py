@@ -55,8 +55,11 @@ GT_MIN_OVERRIDE = {"direction_purity_trans": 85.0, "direction_purity_rot": 85.0}
 TOLERANCE = 10.0
 #: metrics a fault moves by construction besides its target (a swapped channel changes purity too, ...)
 COUPLED = {
+    # the yaw drift turns the view under a walk, so the commanded channel's speed dips: one dip of >= 0.3 s is a
+    # hiccup, exp(-(1/6)/0.5) = 0.72 of a 6 s key's stability. W with drift at 160 px reads 98.9 or 68.1 by whether
+    # one dip crosses 0.4 g, which 104 pixels of one of its 96 frames (at the view distance) decided
     "engine-drift": ("direction_accuracy_trans", "direction_purity_rot", "direction_accuracy_rot", "revisit_memory",
-                     "global_memory"),
+                     "global_memory", "motion_stability_trans"),
     "engine-stall": ("response_latency_trans", "response_latency_rot"),
     "engine-lag": ("motion_stability_trans", "motion_stability_rot", "revisit_memory"),
     # no response the right way; WorldMark's stability reads the signed channel (fe:114), so a reversed turn is 0
