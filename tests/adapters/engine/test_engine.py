@@ -158,6 +158,82 @@ def test_sparse_ray_grid_matches_tracing_every_pixel():
         get_adapter("engine", sample=3)
 
 
+def _trace_row(world, v, us, t0s, c2w_R, origin, k, tmax=28.0):
+    """render._trace_pixels over pixels (us, v) of a 128 px view; returns (t, hit ints) of those pixels."""
+    from worldgate.adapters.engine import render
+    from worldgate.adapters.engine.world import B, G, VS
+
+    state, _ = world.state_at(0.0)
+    hits_t, hits_i = np.zeros((128, 128)), np.zeros((128, 128, 5), np.int32)
+    render._trace_pixels(v, np.asarray(us, np.int64), np.asarray(t0s, float), len(us), world.mat, world.inst,
+                         world.level, world.occ, world.bits, B, G, world.inst_mode, state, c2w_R, *origin, VS, *k,
+                         tmax, hits_t, hits_i)
+    return hits_t[v, us], hits_i[v, us]
+
+
+def test_a_walk_started_in_front_of_its_hit_or_inside_it_finds_the_hit_it_finds_from_the_camera():
+    """A fill pixel's trace starts just in front of its neighbours' hits (render.START_MARGIN_REL): crossings are
+    computed from each cell's index, so a walk finds the very same hit (t bit for bit, face, voxel, plane) from any
+    start in front of it, and a start inside the hit voxel is traced again from the camera."""
+    from worldgate.adapters.engine.world import G, NX, NZ, VS
+
+    world = build_world(5)
+    k = (64.0, 64.0, 64.0, 64.0)  # fx, fy, cx, cy of a 90-degree 128 px view
+    origin = (NX / 2 + 0.37, G + world.eye_height / VS, NZ / 2 + 0.61)
+    us = np.arange(128)
+    n_hits = 0
+    for yaw in (0.0, 0.7, 2.1, 4.0):
+        c, s_ = np.cos(yaw), np.sin(yaw)
+        R = np.array([[c, 0.0, s_], [0.0, 1.0, 0.0], [-s_, 0.0, c]])
+        for v in (40, 64, 70, 90):
+            t, i = _trace_row(world, v, us, np.zeros(128), R, origin, k)
+            hit = t > 0
+            n_hits += int(hit.sum())
+            # in front of the hit, just before it, on its face (the walk starts in the hit voxel or the one before)
+            for t0 in (np.where(hit, t * 0.9 - 0.3, 3.0), np.where(hit, t - 1e-3, 0.0), np.where(hit, t, 0.0)):
+                t2, i2 = _trace_row(world, v, us, np.maximum(t0, 0.0), R, origin, k)
+                assert np.array_equal(t2, t) and np.array_equal(i2, i)
+    assert n_hits > 1000  # the rows see the world, not the sky
+
+
+def test_a_wall_at_the_view_distance_is_cut_whole_not_speckled():
+    """A voxel is drawn where its depth is below the view distance, whichever way the walk reached it: a camera on the
+    grid facing along z sees a wall exactly 28 m away as sky everywhere, and one voxel nearer as wall everywhere."""
+    from worldgate.adapters.engine.world import G, NX, NZ, VS
+
+    world = build_world(5)
+    mat = np.zeros_like(world.mat)
+    mat[:, :G, :] = world.mat[:, :G, :]  # the ground slab only
+    k = (64.0, 64.0, 63.5, 63.5)
+    origin = (NX / 2, G + 6.0, NZ / 2)
+    wall_z = int(NZ / 2 + 28.0 / VS)  # its face plane is 28.0 m (exactly) in front of the camera
+    us = np.arange(128)
+    for z, drawn in ((wall_z, False), (wall_z - 1, True)):
+        m = mat.copy()
+        m[:, G: G + 40, z] = 3
+        w = _with_mat(world, m)
+        rows = [_trace_row(w, v, us, np.zeros(128), np.eye(3), origin, k) for v in range(48, 64)]  # wall, not ground
+        t = np.concatenate([r[0] for r in rows])
+        on = t > 0
+        assert on.all() if drawn else not on.any()
+        if drawn:
+            assert np.allclose(t, (z - NZ / 2) * VS)
+
+
+def _with_mat(world, mat):
+    """The world with another voxel grid (its occupancy distances and block bits rebuilt)."""
+    import dataclasses
+
+    from worldgate.adapters.engine.world import B, G, block_bits, block_distance
+
+    above = mat != 0
+    above[:, :G, :] = False  # the ground slab is hit analytically (as build_world leaves it out)
+    n = [d // B for d in mat.shape]
+    blocks = above.reshape(n[0], B, n[1], B, n[2], B).transpose(0, 2, 4, 1, 3, 5)
+    return dataclasses.replace(world, mat=mat, inst=np.zeros_like(world.inst), level=np.zeros_like(world.level),
+                               occ=block_distance(blocks.any(axis=(3, 4, 5))), bits=block_bits(blocks))
+
+
 def test_a_mirrored_world_is_symmetric_about_the_start_plane_and_keeps_both_sides_clear():
     """``scene.mirror``: voxel x and NX - 1 - x hold the same thing, the commanded path is kept clear on both sides
     (a strafe to the right walks where the kept half's mirror lies), every entity left has its twin, and the first
