@@ -62,6 +62,14 @@ def _crossings(g, ig, b, s, o, size, big):
     return big, big
 
 
+@njit(cache=True, fastmath=_FASTMATH_TRACE, inline="always")
+def _block_at(o, g, ig, s, t, size, big):
+    """Along one axis: the ``size``-wide cell holding the ray's point at parameter t, and the parameter of the ray's
+    next crossing out of it (a walk's start, or its landing after an empty-space jump)."""
+    b = int(math.floor((o + t * g) / size))
+    return b, _crossings(g, ig, b, s, o, size, big)[0]
+
+
 @njit(cache=True, fastmath=_FASTMATH_TRACE)
 def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy,
                   cx, cy, tmax, hits_t, hits_i):
@@ -118,12 +126,9 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
             ts = 0.0
         again = False
         # coarse walk, from the block of the start point
-        bx = int(math.floor((ox + ts * gx) / B))
-        bh = int(math.floor((oh + ts * gh) / B))
-        bz = int(math.floor((oz + ts * gz) / B))
-        tcx = _crossings(gx, igx, bx, sx, ox, B, big)[0]
-        tch = _crossings(gh, igh, bh, sh, oh, B, big)[0]
-        tcz = _crossings(gz, igz, bz, sz, oz, B, big)[0]
+        bx, tcx = _block_at(ox, gx, igx, sx, ts, B, big)
+        bh, tch = _block_at(oh, gh, igh, sh, ts, B, big)
+        bz, tcz = _block_at(oz, gz, igz, sz, ts, B, big)
         t_enter = ts
         entry = 1  # the axis of the face through which the ray entered the current block
         while t_enter < t_end:
@@ -153,12 +158,9 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
                     t_enter = ez
                     entry = 2
                 te = t_enter + 1e-7
-                bx = int(math.floor((ox + te * gx) / B))
-                bh = int(math.floor((oh + te * gh) / B))
-                bz = int(math.floor((oz + te * gz) / B))
-                tcx = _crossings(gx, igx, bx, sx, ox, B, big)[0]
-                tch = _crossings(gh, igh, bh, sh, oh, B, big)[0]
-                tcz = _crossings(gz, igz, bz, sz, oz, B, big)[0]
+                bx, tcx = _block_at(ox, gx, igx, sx, te, B, big)
+                bh, tch = _block_at(oh, gh, igh, sh, te, B, big)
+                bz, tcz = _block_at(oz, gz, igz, sz, te, B, big)
                 continue
             elif occ[bx & mbx, bh, bz & mbz] == 0:
                 # fine walk inside this block, from the entry point
