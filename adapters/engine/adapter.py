@@ -220,13 +220,13 @@ class EngineAdapter(Adapter):
         return self._worlds[key]
 
     def render(self, world, c2w: np.ndarray, k, t: float, with_avatar: bool = False, walk_phase: float = 0.0,
-               tint: np.ndarray | None = None):
-        """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW)."""
+               tint: np.ndarray | None = None, out: tuple | None = None):
+        """Render one frame: (rgb uint8 HxWx3, z-depth float32 HxW (inf = sky), instance ids int32 HxW), into ``out``
+        (three such arrays, e.g. slices of a chunk's arrays) when given, else into new arrays."""
         render_frame = self._kernel()
         H, W = self.height, self.width
-        rgb = np.empty((H, W, 3), np.uint8)
-        depth = np.empty((H, W), np.float32)
-        ids = np.empty((H, W), np.int32)
+        rgb, depth, ids = out if out is not None else (np.empty((H, W, 3), np.uint8), np.empty((H, W), np.float32),
+                                                       np.empty((H, W), np.int32))
         state, event_tint = self.event_state(world, t)
         tint = event_tint if tint is None else tint * event_tint
         X, Y, Z = c2w[:3, 3]
@@ -318,24 +318,32 @@ class EngineAdapter(Adapter):
         k, times = plan.arrays["intrinsics"], plan.arrays["times"]
         third = plan.extra.get("view") == "third"
         walked = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(c2w[:, :3, 3], axis=0), axis=1))])
+        H, W = self.height, self.width
+        # each frame is rendered straight into its chunk's arrays (no copy, no stack); without GT, depth and ids go
+        # to one pair of arrays reused frame after frame (what end_frame and frame_tint read is the frame just made)
+        scratch = None if with_gt else (np.empty((H, W), np.float32), np.empty((H, W), np.int32))
         ids = None
         for index, start in enumerate(range(0, plan.n_frames, self.chunk)):
             stop = min(start + self.chunk, plan.n_frames)
             self.begin_chunk(index, start, stop)
-            frames = np.empty((stop - start, self.height, self.width, 3), np.uint8)
-            depths, idss = [], []
+            frames = np.empty((stop - start, H, W, 3), np.uint8)
+            if with_gt:
+                depths, idss = np.empty((stop - start, H, W), np.float32), np.empty((stop - start, H, W), np.int32)
             for i in range(start, stop):
                 t = float(times[i])
+                j = i - start
+                out = (frames[j], depths[j], idss[j]) if with_gt else (frames[j], *scratch)
                 rgb, depth, ids = self.render(world, c2w[i], k, t, third, walked[i] / 0.7,
-                                              self.frame_tint(world, i, t, ids))
-                frames[i - start] = self.post_frame(i, rgb)
+                                              self.frame_tint(world, i, t, ids), out=out)
+                shown = self.post_frame(i, rgb)
+                if shown is not out[0]:  # a fault's new picture, or a variant's own arrays
+                    frames[j] = shown
                 if i == 0:
                     self._first_ids, self._first_depth = ids.copy(), depth.copy()
-                self.end_frame(i, frames[i - start], ids)
-                if with_gt:
-                    depths.append(depth)
-                    idss.append(ids)
-            extra = {"depth": np.stack(depths), "ids": np.stack(idss)} if with_gt else {}
+                self.end_frame(i, frames[j], ids)
+                if with_gt and depth is not out[1]:
+                    depths[j], idss[j] = depth, ids
+            extra = {"depth": depths, "ids": idss} if with_gt else {}
             if index == 0 and self._memory_case(plan):  # WorldMemBench-style: an initial hold V to remember
                 targets = self.target_masks(world, self._first_ids,
                                             self.FAMILY_TARGET_KINDS.get(plan.extra.get("family")))

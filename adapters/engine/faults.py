@@ -155,13 +155,13 @@ class ForgetEngine(_Fault):
         self._state = None  # per-case memory of what was seen when
         yield from super().rollout(plan, context, seed, with_gt)
 
-    def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None):
+    def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None, out=None):
         n = len(world.inst_mode)
         if self._state is None:
             self._state = {"seen": np.full(n, -np.inf), "version": np.zeros(n, np.int64),
                            "tint": np.ones((n, 3), np.float32)}
         st = self._state
-        rgb, depth, ids = super().render(world, c2w, k, t, with_avatar, walk_phase, st["tint"])
+        rgb, depth, ids = super().render(world, c2w, k, t, with_avatar, walk_phase, st["tint"], out)
         vis = np.unique(ids)
         vis = vis[(vis > 1) & (vis < n) & (vis != ID_AVATAR)]
         back = vis[(t - st["seen"][vis] > self.FORGET_S) & np.isfinite(st["seen"][vis])]
@@ -170,7 +170,7 @@ class ForgetEngine(_Fault):
                 st["version"][iid] += 1
                 rng = np.random.default_rng([self.seed, int(iid), int(st["version"][iid])])
                 st["tint"][iid] = rng.permutation(np.array([0.35, 1.0, 1.6], np.float32))
-            rgb, depth, ids = super().render(world, c2w, k, t, with_avatar, walk_phase, st["tint"])
+            rgb, depth, ids = super().render(world, c2w, k, t, with_avatar, walk_phase, st["tint"], out)
         st["seen"][vis] = t
         return rgb, depth, ids
 

@@ -39,7 +39,7 @@ START_MARGIN_VOXELS = 2.0
 START_CAP_PX = 4.0
 
 
-@njit(cache=True, fastmath=True, inline="always")
+@njit(cache=True, error_model="numpy", fastmath=True, inline="always")
 def _ray(u, v, R, fx, fy, cx, cy):
     dcx = (u + 0.5 - cx) / fx
     dcy = (v + 0.5 - cy) / fy
@@ -47,12 +47,15 @@ def _ray(u, v, R, fx, fy, cx, cy):
             R[2, 0] * dcx + R[2, 1] * dcy + R[2, 2])
 
 
+# every kernel here and in shade.py is compiled with ``error_model="numpy"``: a float division by zero gives inf instead
+# of a check and a branch per division for Python's ZeroDivisionError (never raised here: the frames are byte-identical)
+
 #: fastmath without "arcp": in a loop over rays LLVM would turn ``d / vs`` into ``d * (1 / vs)`` with the reciprocal
 #: hoisted, which moves a few hits by an ulp (185 of 4.3 M pixels over 66 frames); the other flags are as before
 _FASTMATH_TRACE = {"nnan", "ninf", "nsz", "contract", "afn", "reassoc"}
 
 
-@njit(cache=True, fastmath=_FASTMATH_TRACE, inline="always")
+@njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE, inline="always")
 def _crossings(g, ig, b, s, o, size, big):
     """Along one axis: the ray parameter at which a ray (direction g, ig = 1 / g, origin o) in cell b of a grid of
     ``size``-wide cells, stepping s, first crosses a cell boundary, and the parameter between crossings; ``big`` for
@@ -62,15 +65,17 @@ def _crossings(g, ig, b, s, o, size, big):
     return big, big
 
 
-@njit(cache=True, fastmath=_FASTMATH_TRACE, inline="always")
+@njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE, inline="always")
 def _block_at(o, g, ig, s, t, size, big):
     """Along one axis: the ``size``-wide cell holding the ray's point at parameter t, and the parameter of the ray's
     next crossing out of it (a walk's start, or its landing after an empty-space jump)."""
-    b = int(math.floor((o + t * g) / size))
+    # floor(p / size) as floor(p) >> 2: size is the block edge B = 4 (the bit layout of ``bits`` needs it), a power of
+    # two, so p / 4 is exact and both floors agree; a shift costs less than a division
+    b = int(math.floor(o + t * g)) >> 2
     return b, _crossings(g, ig, b, s, o, size, big)[0]
 
 
-@njit(cache=True, fastmath=_FASTMATH_TRACE)
+@njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE)
 def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy,
                   cx, cy, tmax, hits_t, hits_i):
     """Trace the rays of pixels (us[:n], v) and store each hit: t (< 0 for sky), face axis, wrapped voxel x, h, z and
@@ -99,14 +104,16 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
     mbx = NBX - 1
     mbz = NBZ - 1
     big = 1e30
+    ivs = 1.0 / vs
+    vs_pow2 = math.frexp(vs)[0] == 0.5  # the voxel size is a power of two (0.25 m): x / vs == x * (1 / vs) exactly
     again = False  # ray q hit at its start depth: trace it again from the camera
     q = 0
     while q < n:
         u = us[q]
         dX, dY, dZ = _ray(u, v, R, fx, fy, cx, cy)
-        gx = dX / vs
-        gh = -dY / vs
-        gz = dZ / vs
+        gx = dX * ivs if vs_pow2 else dX / vs
+        gh = -dY * ivs if vs_pow2 else -dY / vs
+        gz = dZ * ivs if vs_pow2 else dZ / vs
         t = -1.0  # the hit (sky unless one is found)
         face = 0
         x = 0
@@ -261,7 +268,7 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
         q += 1
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, error_model="numpy", fastmath=True)
 def _fill_row(v, S, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy, cx, cy, tmax,
               hits_t, hits_i):
     """Fill row v's pixels of the S-spaced grid that are not on the 2S-spaced grid filled before.
@@ -410,7 +417,7 @@ def _fill_row(v, S, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R,
                   cx, cy, tmax, hits_t, hits_i)
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, error_model="numpy", fastmath=True)
 def _sample_row(v, sample, mat, inst, level, occ, bits, B, G, inst_mode, inst_state, R, ox, oh, oz, vs, fx, fy, cx, cy,
                 tmax, hits_t, hits_i):
     us = np.arange(0, hits_t.shape[1], sample)
@@ -418,7 +425,7 @@ def _sample_row(v, sample, mat, inst, level, occ, bits, B, G, inst_mode, inst_st
                   oh, oz, vs, fx, fy, cx, cy, tmax, hits_t, hits_i)
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, error_model="numpy", fastmath=True)
 def render_frame(mat, inst, level, occ, bits, B, G, palette, texkind, inst_mode, inst_state, inst_tint, R, ox, oh,
                  oz, vs, fx, fy, cx, cy, tmax, fog_start, sky_top, sky_horizon, clouds, rgb, depth, ids, sample=SAMPLE):
     """Render on one core (the benchmark's number). ``sample`` (a power of two) is the ray grid; 1 traces every
@@ -440,7 +447,7 @@ def render_frame(mat, inst, level, occ, bits, B, G, palette, texkind, inst_mode,
                    sky_top, sky_horizon, clouds, hits_t, hits_i, rgb, depth, ids)
 
 
-@njit(cache=True, fastmath=True, parallel=True)
+@njit(cache=True, error_model="numpy", fastmath=True, parallel=True)
 def render_frame_parallel(mat, inst, level, occ, bits, B, G, palette, texkind, inst_mode, inst_state, inst_tint, R,
                           ox, oh, oz, vs, fx, fy, cx, cy, tmax, fog_start, sky_top, sky_horizon, clouds, rgb, depth,
                           ids, sample=SAMPLE):

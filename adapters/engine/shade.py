@@ -18,7 +18,7 @@ from .textures import TK_BRICK, TK_FACADE, TK_GRASS, TK_LEAF, TK_PLAIN, TK_PLANK
 TEX = 4  # texels per voxel face edge
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _hash(a, b, c, d):
     h = (a * 73856093) ^ (b * 19349663) ^ (c * 83492791) ^ (d * 2654435761)
     h = (h ^ (h >> 13)) * 1274126177
@@ -26,7 +26,7 @@ def _hash(a, b, c, d):
     return (h & 0xFFFF) / 65536.0
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, error_model="numpy", fastmath=True)
 def _value_noise(u, v, seed):
     iu = math.floor(u)
     iv = math.floor(v)
@@ -41,7 +41,7 @@ def _value_noise(u, v, seed):
     return (a * (1 - fu) + b * fu) * (1 - fv) + (c * (1 - fu) + d * fu) * fv
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, error_model="numpy", fastmath=True)
 def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, fy, cx, cy, tmax, fog_start,
                sky_top, sky_horizon, clouds, hits_t, hits_i, rgb, depth, ids):
     """Colour, depth and ids of row v from its hits (t < 0: sky)."""

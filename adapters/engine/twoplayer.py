@@ -160,14 +160,13 @@ class TwoPlayerEngine(TwoPlayerAdapter, EngineAdapter):
         return out[0], out[1]
 
 
-    def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None):
+    def render(self, world, c2w, k, t, with_avatar=False, walk_phase=0.0, tint=None, out=None):
         """One view of ``world`` (as :meth:`EngineAdapter.render`, with the arena's extended materials)."""
 
         render_frame = self._kernel()
         H, W = self.height, self.width
-        rgb = np.empty((H, W, 3), np.uint8)
-        depth = np.empty((H, W), np.float32)
-        ids = np.empty((H, W), np.int32)
+        rgb, depth, ids = out if out is not None else (np.empty((H, W, 3), np.uint8), np.empty((H, W), np.float32),
+                                                       np.empty((H, W), np.int32))
         state, tint = world.state_at(t)
         X, Y, Z = c2w[:3, 3]
         ox, oh, oz = X / VS + NX / 2, G + (world.eye_height - Y) / VS, Z / VS + NZ / 2
