@@ -260,6 +260,16 @@ def cloud_texture(seed: int, n: int = 256) -> np.ndarray:
     return out
 
 
+def block_fields(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ray caster's coarse distance map and block bits (see render._trace_pixels) of a voxel grid, over
+    everything above the ground slab (the slab h < G is hit analytically)."""
+    above = mat != 0
+    above[:, :G, :] = False
+    n = [d // B for d in mat.shape]
+    blocks = above.reshape(n[0], B, n[1], B, n[2], B).transpose(0, 2, 4, 1, 3, 5)
+    return np.ascontiguousarray(block_distance(blocks.any(axis=(3, 4, 5)))), block_bits(blocks)
+
+
 def block_bits(blocks: np.ndarray) -> np.ndarray:
     """(NBX, NBH, NBZ, 4, 4, 4) bools -> (NBX, NBH, NBZ) uint64, bit 16*lx + 4*lh + lz set where a voxel is."""
     assert B == 4, "the uint64 block masks need 4x4x4 blocks"
@@ -473,12 +483,8 @@ def build_world(seed: int, palette: str = "realistic", keepout_xz: np.ndarray | 
     for iid, mode in b.modes.items():
         inst_mode[iid] = mode
     inst_tint = np.ones((len(inst_mode), 3), np.float32)
-    # coarse distance map over everything above the ground slab (the slab h < G is hit analytically)
-    above = b.mat != 0
-    above[:, :G, :] = False
-    blocks = above.reshape(NX // B, B, NH // B, B, NZ // B, B).transpose(0, 2, 4, 1, 3, 5)
-    occ = block_distance(blocks.any(axis=(3, 4, 5)))
-    return World(int(seed), b.palette_name, b.mat, b.inst, b.level, np.ascontiguousarray(occ), block_bits(blocks),
+    occ, bits = block_fields(b.mat)
+    return World(int(seed), b.palette_name, b.mat, b.inst, b.level, occ, bits,
                  cloud_texture(int(seed)), palette, inst_mode,
                  inst_tint, np.asarray(pal["sky_top"], np.float64), np.asarray(pal["sky_horizon"], np.float64),
                  b.entities, b.events, eye_height)

@@ -224,14 +224,11 @@ def _with_mat(world, mat):
     """The world with another voxel grid (its occupancy distances and block bits rebuilt)."""
     import dataclasses
 
-    from worldgate.adapters.engine.world import B, G, block_bits, block_distance
+    from worldgate.adapters.engine.world import block_fields
 
-    above = mat != 0
-    above[:, :G, :] = False  # the ground slab is hit analytically (as build_world leaves it out)
-    n = [d // B for d in mat.shape]
-    blocks = above.reshape(n[0], B, n[1], B, n[2], B).transpose(0, 2, 4, 1, 3, 5)
+    occ, bits = block_fields(mat)
     return dataclasses.replace(world, mat=mat, inst=np.zeros_like(world.inst), level=np.zeros_like(world.level),
-                               occ=block_distance(blocks.any(axis=(3, 4, 5))), bits=block_bits(blocks))
+                               occ=occ, bits=bits)
 
 
 def test_a_mirrored_world_is_symmetric_about_the_start_plane_and_keeps_both_sides_clear():
