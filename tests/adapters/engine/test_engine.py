@@ -57,6 +57,38 @@ def test_rollout_deterministic_with_depth_and_ids(engine):
     assert np.abs(np.diff(ground, axis=1)).mean() > 3.0
 
 
+def test_each_frame_of_a_rollout_is_its_pose_rendered_alone_with_or_without_gt(engine):
+    """The rollout renders straight into its chunks' arrays (and, without GT, reuses one pair for depth and ids):
+    every frame, its depth and its ids must still be what rendering that pose alone gives, across a chunk boundary
+    and with the third person's avatar drawn in."""
+    c = case("W1 R1", view="third")
+    plan, frames, depth, ids = render_all(engine, c)
+    _, frames_no_gt = render_all(engine, c, with_gt=False)
+    np.testing.assert_array_equal(frames, frames_no_gt)
+    assert len(frames) > engine.chunk  # a chunk boundary inside
+    world, k, c2w, times = engine.world_for(plan), plan.arrays["intrinsics"], plan.arrays["c2w"], plan.arrays["times"]
+    walked = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(c2w[:, :3, 3], axis=0), axis=1))])
+    for i in (0, engine.chunk - 1, engine.chunk, len(frames) - 1):
+        rgb, d, iid = engine.render(world, c2w[i], k, float(times[i]), True, walked[i] / 0.7)
+        np.testing.assert_array_equal(frames[i], rgb)
+        np.testing.assert_array_equal(depth[i], d)
+        np.testing.assert_array_equal(ids[i], iid)
+    assert not np.array_equal(frames[0], frames[-1]) and not np.array_equal(depth[0], depth[-1])
+
+
+def test_a_faults_new_picture_replaces_the_rendered_frame_in_its_chunk():
+    """engine-blur's post_frame returns a new array (blurred, with noise): that picture, not the sharp render the
+    chunk's array was given, is the frame."""
+    blur = get_adapter("engine-blur", width=SIZE, height=SIZE, threads=1)
+    plan = blur.plan(case("W1"))
+    frames = np.concatenate([ch.frames for ch in blur.rollout(plan, seed=3)])
+    world, k, c2w, times = blur.world_for(plan), plan.arrays["intrinsics"], plan.arrays["c2w"], plan.arrays["times"]
+    for i in (0, len(frames) - 1):
+        sharp = blur.render(world, c2w[i], k, float(times[i]))[0]
+        np.testing.assert_array_equal(frames[i], blur.post_frame(i, sharp))
+        assert not np.array_equal(frames[i], sharp)
+
+
 def test_depth_is_geometrically_consistent_across_frames(engine):
     """Back-project frame 0 with its depth and pose, project into frame 8: the depth there must agree."""
     plan, f, depth, ids = render_all(engine, case("W+R1"))
