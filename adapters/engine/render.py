@@ -56,23 +56,24 @@ _FASTMATH_TRACE = {"nnan", "ninf", "nsz", "contract", "afn", "reassoc"}
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE, inline="always")
-def _crossings(g, ig, b, s, o, size, big):
+def _crossing(g, ig, b, s, o, size, big):
     """Along one axis: the ray parameter at which a ray (direction g, ig = 1 / g, origin o) in cell b of a grid of
-    ``size``-wide cells, stepping s, first crosses a cell boundary, and the parameter between crossings; ``big`` for
-    both when the ray runs parallel to the axis. Scalars only (see _trace_pixels on arrays)."""
+    ``size``-wide cells, stepping s, first crosses a cell boundary; ``big`` when the ray runs parallel to the axis.
+    Scalars only (see _trace_pixels on arrays)."""
     if g != 0:
-        return ((b + (1 if s > 0 else 0)) * size - o) * ig, size * abs(ig)
-    return big, big
+        return ((b + (1 if s > 0 else 0)) * size - o) * ig
+    return big
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE, inline="always")
-def _block_at(o, g, ig, s, t, size, big):
-    """Along one axis: the ``size``-wide cell holding the ray's point at parameter t, and the parameter of the ray's
-    next crossing out of it (a walk's start, or its landing after an empty-space jump)."""
-    # floor(p / size) as floor(p) >> 2: size is the block edge B = 4 (the bit layout of ``bits`` needs it), a power of
-    # two, so p / 4 is exact and both floors agree; a shift costs less than a division
+def _block_at(o, g, ig, s, t, big):
+    """Along one axis: the block (edge B = 4 voxels, as the bit layout of ``bits`` needs) holding the ray's point at
+    parameter t, and the parameter of the ray's next crossing out of it (a walk's start, or its landing after an
+    empty-space jump)."""
+    # floor(p / 4) as floor(p) >> 2: 4 is a power of two, so p / 4 is exact and both floors agree; a shift costs less
+    # than a division
     b = int(math.floor(o + t * g)) >> 2
-    return b, _crossings(g, ig, b, s, o, size, big)[0]
+    return b, _crossing(g, ig, b, s, o, 4, big)
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FASTMATH_TRACE)
@@ -133,9 +134,9 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
             ts = 0.0
         again = False
         # coarse walk, from the block of the start point
-        bx, tcx = _block_at(ox, gx, igx, sx, ts, B, big)
-        bh, tch = _block_at(oh, gh, igh, sh, ts, B, big)
-        bz, tcz = _block_at(oz, gz, igz, sz, ts, B, big)
+        bx, tcx = _block_at(ox, gx, igx, sx, ts, big)
+        bh, tch = _block_at(oh, gh, igh, sh, ts, big)
+        bz, tcz = _block_at(oz, gz, igz, sz, ts, big)
         t_enter = ts
         entry = 1  # the axis of the face through which the ray entered the current block
         while t_enter < t_end:
@@ -165,9 +166,9 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
                     t_enter = ez
                     entry = 2
                 te = t_enter + 1e-7
-                bx, tcx = _block_at(ox, gx, igx, sx, te, B, big)
-                bh, tch = _block_at(oh, gh, igh, sh, te, B, big)
-                bz, tcz = _block_at(oz, gz, igz, sz, te, B, big)
+                bx, tcx = _block_at(ox, gx, igx, sx, te, big)
+                bh, tch = _block_at(oh, gh, igh, sh, te, big)
+                bz, tcz = _block_at(oz, gz, igz, sz, te, big)
                 continue
             elif occ[bx & mbx, bh, bz & mbz] == 0:
                 # fine walk inside this block, from the entry point
@@ -180,9 +181,9 @@ def _trace_pixels(v, us, t0s, n, mat, inst, level, occ, bits, B, G, inst_mode, i
                 wx = min(max(int(math.floor(px)), x0), x0 + B - 1)
                 wh = min(max(int(math.floor(ph)), h0), h0 + B - 1)
                 wz = min(max(int(math.floor(pz)), z0), z0 + B - 1)
-                tfx = _crossings(gx, igx, wx, sx, ox, 1, big)[0]
-                tfh = _crossings(gh, igh, wh, sh, oh, 1, big)[0]
-                tfz = _crossings(gz, igz, wz, sz, oz, 1, big)[0]
+                tfx = _crossing(gx, igx, wx, sx, ox, 1, big)
+                tfh = _crossing(gh, igh, wh, sh, oh, 1, big)
+                tfz = _crossing(gz, igz, wz, sz, oz, 1, big)
                 tf = t_enter
                 ff = entry
                 m64 = bits[bx & mbx, bh, bz & mbz]

@@ -41,6 +41,13 @@ def _value_noise(u, v, seed):
     return (a * (1 - fu) + b * fu) * (1 - fv) + (c * (1 - fu) + d * fu) * fv
 
 
+@njit(cache=True, error_model="numpy", fastmath=True, inline="always")
+def _sky(el, h0, h1, h2, k0, k1, k2):
+    """The sky's colour at elevation el (sine of the angle above the horizon): horizon (h) to top (k) colour."""
+    s = min(max(el * 2.5, 0.0), 1.0)
+    return h0 + (k0 - h0) * s, h1 + (k1 - h1) * s, h2 + (k2 - h2) * s
+
+
 @njit(cache=True, error_model="numpy", fastmath=True)
 def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, fy, cx, cy, tmax, fog_start,
                sky_top, sky_horizon, clouds, hits_t, hits_i, rgb, depth, ids):
@@ -48,6 +55,8 @@ def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, 
     W = depth.shape[1]
     cm0 = clouds.shape[0] - 1  # the cloud texture's sides are powers of two (world.cloud_texture)
     cm1 = clouds.shape[1] - 1
+    h0, h1, h2 = sky_horizon[0], sky_horizon[1], sky_horizon[2]  # scalars for _sky (no array through a helper)
+    k0, k1, k2 = sky_top[0], sky_top[1], sky_top[2]
     if True:
         dcy = (v + 0.5 - cy) / fy
         for u in range(W):
@@ -64,10 +73,7 @@ def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, 
             if t < 0:
                 # sky colour for this direction (also the fog colour, below)
                 el = -dY / dn
-                s = min(max(el * 2.5, 0.0), 1.0)
-                sr = sky_horizon[0] + (sky_top[0] - sky_horizon[0]) * s
-                sg = sky_horizon[1] + (sky_top[1] - sky_horizon[1]) * s
-                sb = sky_horizon[2] + (sky_top[2] - sky_horizon[2]) * s
+                sr, sg, sb = _sky(el, h0, h1, h2, k0, k1, k2)
                 if el > 0.015:
                     k = 3.0 / (-dY)
                     # the clouds' periodic bilinear sample, written out with masks for the wrap: a helper taking the
@@ -171,11 +177,7 @@ def shade_row(v, mat, inst, palette, texkind, inst_tint, R, ox, oh, oz, vs, fx, 
             if dist > fog_start:
                 # the sky colour only where there is fog to blend it in: nearer, fog 0 left c * 1 + sky * 0 = c, so
                 # skipping both changes no byte (4-8 % of a frame)
-                el = -dY / dn
-                s = min(max(el * 2.5, 0.0), 1.0)
-                sr = sky_horizon[0] + (sky_top[0] - sky_horizon[0]) * s
-                sg = sky_horizon[1] + (sky_top[1] - sky_horizon[1]) * s
-                sb = sky_horizon[2] + (sky_top[2] - sky_horizon[2]) * s
+                sr, sg, sb = _sky(-dY / dn, h0, h1, h2, k0, k1, k2)
                 fog = (dist - fog_start) / (tmax * dn - fog_start)
                 fog = min(max(fog, 0.0), 1.0)
                 fog = fog * fog
