@@ -120,6 +120,10 @@ class Skip(Exception):
     """A model that cannot be built or run here; its message is the reason."""
 
 
+class MissingHelper(RuntimeError):
+    """A test helper module this benchmark names is not under tests/: a fault of the benchmark, never a skipped row."""
+
+
 def reason(e: BaseException) -> str:
     msg = (str(e).strip().splitlines() or [""])[0]
     if isinstance(e, Skip):
@@ -130,15 +134,27 @@ def reason(e: BaseException) -> str:
 
 
 def tests_module(name: str):
-    """A module of tests/ (its helpers build the tiny models); a test module that skips on import is a Skip."""
+    """A module of tests/ (its helpers build the tiny models), found as conftest.py finds it (every test folder on
+    sys.path, tests/testpaths.py: helper_dirs); a test module that skips on import is a Skip. A module that is not
+    there at all is an error: the tiny builds would all be skipped and the benchmark time nothing."""
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
+    from testpaths import helper_dirs
+
+    for d in helper_dirs():
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
     import importlib
 
     try:
         return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name == name:
+            raise MissingHelper(f"no test module {name}.py under {TESTS}: benchmarks/learned_speed.py names a helper "
+                               "module that was moved or renamed; update the name") from None
+        raise Skip(f"a test module of tests/ ({name}.py) does not import here ({reason(e)})") from None
     except CATCH as e:
-        raise Skip(f"tests/{name}.py does not import here ({reason(e)})") from None
+        raise Skip(f"a test module of tests/ ({name}.py) does not import here ({reason(e)})") from None
 
 
 @dataclass
@@ -271,6 +287,8 @@ def tiny_specs(a, work: Path) -> list[Spec]:
     def add(spec_fn):
         try:
             specs.extend(spec_fn())
+        except MissingHelper:
+            raise
         except CATCH as e:
             label = spec_fn.__name__.strip("_")
             specs.append(Spec(label, label, "wm", "", skip=reason(e)))
@@ -439,6 +457,8 @@ def full_specs(a, work: Path) -> list[Spec]:
         t0 = time.perf_counter()
         try:
             got = spec_fn()
+        except MissingHelper:
+            raise
         except CATCH as e:
             label = spec_fn.__name__.strip("_")
             got = [Spec(label, label, "wm", "", skip=reason(e))]

@@ -5,7 +5,10 @@ from pathlib import Path
 # folders import each other's tiny-model builders by name (test_judge_vlm's tiny_qwen, test_conformance's fakes), so
 # every test folder is on the path whichever file is collected first
 _TESTS = Path(__file__).resolve().parent
-for _d in sorted({p.parent for p in _TESTS.rglob("test_*.py")} | {_TESTS}, reverse=True):
+sys.path.insert(0, str(_TESTS))
+from testpaths import helper_dirs  # noqa: E402
+
+for _d in helper_dirs():
     sys.path.insert(0, str(_d))
 
 import json  # noqa: E402

@@ -7,3 +7,10 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 DATA = TESTS / "data"
 SHARED = ROOT.parent / "shared"
+
+
+def helper_dirs() -> list[Path]:
+    """tests/ and every folder of it that holds test modules, deepest name first: test modules import each other's
+    tiny-model builders by name (test_learned's tiny_models, test_judge_vlm's tiny_qwen), so conftest.py puts all of
+    these on sys.path, and benchmarks/learned_speed.py, which builds its models with the same helpers, does too."""
+    return sorted({p.parent for p in TESTS.rglob("test_*.py")} | {TESTS}, reverse=True)
