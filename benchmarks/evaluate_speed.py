@@ -9,6 +9,10 @@ that video; --rescore of a run takes <= 2 % of its first evaluation and gives bi
 Each ratio is printed twice: in wall time (what a user waits on an idle machine) and in CPU time (user + system of
 this process and of the ffmpeg decoder it waited for): on a machine shared with other work the wall ratio follows
 the load (a process with more busy threads gets a larger share of the cores), the CPU ratio does not.
+
+Last, the floor under the first evaluation while OpenCV's calls stay as the golden tests fix them: ffmpeg's decoding
+CPU plus the CPU inside OpenCV's calls, over the usable cores; what lies between that floor and the measured ratio is
+numpy, the interpreter and the pool's hand-offs.
 """
 
 from __future__ import annotations
@@ -115,6 +119,80 @@ def speed(tmp: Path) -> None:
     per = ", ".join(f"{k.split('@')[0]} {v:.2f}" for k, v in sorted(st["seconds"].items(), key=lambda kv: -kv[1]))
     print(f"  extractor CPU s: {per} (sum {sum(st['seconds'].values()):.2f}); decode + extract wall "
           f"{st['decode_and_extract_s']:.2f} s")
+    busy = float(np.median(np.divide(cpu["wm"], runs)[1:]))  # cores busy during a first evaluation (after the first)
+    opencv_floor(tmp / "run" / "wr", wm_extractors(), dec, busy)
+
+
+def opencv_floor(rec_dir: Path, extractors: list, dec_wall: float, busy: float) -> None:
+    """The least wall time any first evaluation of the record can take while OpenCV's calls stay as the golden tests
+    fix them: ffmpeg's own decoding CPU (one thread, as evaluate decodes) plus the CPU spent inside OpenCV's calls
+    (each WorldMark extractor fed every frame on one thread, as the pool feeds it: a size several share is resized
+    once per frame; best of 3 passes, under cProfile, whose per-call cost is noise beside these calls), spread
+    perfectly over the usable cores with nothing else (no numpy, no interpreter, no hand-offs)."""
+    import cProfile
+    import pstats
+
+    import cv2
+
+    from worldgate.evaluate.features import open_record
+    from worldgate.evaluate.features.pool import SharedFrame, analysis_size, usable_cores
+    from worldgate.generate.video import read_frames
+
+    def is_opencv(fn: str) -> bool:  # cProfile names cv2's functions '<resize>', their methods "<method 'calc' of 'cv2..."
+        return "of 'cv2." in fn or (fn.startswith("<") and fn[1:-1].isidentifier() and hasattr(cv2, fn[1:-1]))
+
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    raw = list(read_frames(rec_dir / "video.mp4", decoder_threads=1))
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ffmpeg = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    prev = cv2.getNumThreads()
+    cv2.setNumThreads(1)  # as the pool runs them
+    passes = []
+    try:
+        for _ in range(3):
+            frames = [SharedFrame(f) for f in raw]  # fresh per pass: each pass resizes a shared size once
+            calls: dict = {}
+            total = 0.0
+            for ex in extractors:
+                ex.start(open_record(rec_dir))
+                size, needs = None, getattr(ex, "needs_frame", None)
+                prof = cProfile.Profile()
+                t0 = time.thread_time()
+                prof.enable()
+                for i, f in enumerate(frames):
+                    if needs is not None and not needs(i):
+                        job = ex.update(i, None)
+                    else:
+                        size = size or analysis_size(f.full.shape[1], f.full.shape[0], ex.max_side)
+                        job = ex.update(i, f.at(size))
+                    if callable(job):
+                        job()
+                ex.finish()
+                prof.disable()
+                total += time.thread_time() - t0
+                for (_, _, fn), (_, _, tt, _, _) in pstats.Stats(prof).stats.items():
+                    if is_opencv(fn):
+                        calls[fn] = calls.get(fn, 0.0) + tt
+            passes.append((sum(calls.values()), total, calls))
+    finally:
+        cv2.setNumThreads(prev)
+    opencv, total, calls = min(passes, key=lambda p: p[0])
+
+    def short(fn: str) -> str:  # "<method 'calc' of 'cv2.DenseOpticalFlow' objects>" -> "DenseOpticalFlow.calc"
+        if "of 'cv2." in fn:
+            method, cls = fn.split("'")[1], fn.split("'")[3]
+            return f"{cls.removeprefix('cv2.')}.{method}"
+        return fn[1:-1]
+
+    top = ", ".join(f"{short(fn)} {t:.3f}" for fn, t in sorted(calls.items(), key=lambda kv: -kv[1])[:6])
+    cores = usable_cores()
+    floor = (ffmpeg + opencv) / cores
+    print("== the floor OpenCV's calls set (each WorldMark extractor alone on one thread, best of 3) ==")
+    print(f"  inside OpenCV's calls {opencv:.2f} s of the extractors' {total:.2f} s CPU ({top}); ffmpeg's decoding "
+          f"(one thread) {ffmpeg:.2f} s CPU")
+    print(f"  on {cores} usable cores no first evaluation can take less than ({ffmpeg:.2f} + {opencv:.2f}) / {cores} = "
+          f"{floor:.2f} s wall = {floor / dec_wall:.2f}x decode while those calls stay as the goldens fix them (the "
+          f"first evaluations above kept {busy:.2f} cores busy)")
 
 
 def write_big_record(folder: Path, seconds: float = 60.0, size=(1280, 704), fps: float = 16.0) -> None:
