@@ -135,15 +135,13 @@ def reason(e: BaseException) -> str:
 
 def tests_module(name: str):
     """A module of tests/ (its helpers build the tiny models), found as conftest.py finds it (every test folder on
-    sys.path, tests/testpaths.py: helper_dirs); a test module that skips on import is a Skip. A module that is not
+    sys.path, tests/testpaths.py: put_on_path); a test module that skips on import is a Skip. A module that is not
     there at all is an error: the tiny builds would all be skipped and the benchmark time nothing."""
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
-    from testpaths import helper_dirs
+    from testpaths import put_on_path
 
-    for d in helper_dirs():
-        if str(d) not in sys.path:
-            sys.path.insert(0, str(d))
+    put_on_path()
     import importlib
 
     try:

@@ -23,7 +23,7 @@ FullKV's; only what attention reads shrinks.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import time
 from pathlib import Path
@@ -36,10 +36,16 @@ CLOCK = time.process_time
 
 
 def _tests():
-    spec = importlib.util.spec_from_file_location("lingbot_v2_context_tests", ROOT / "tests" / "test_lingbot_v2_context.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """tests/adapters/test_lingbot_v2_context.py, imported by name as the tests import it (its own imports, such as
+    adapter_conformance and testpaths, live in tests/ too)."""
+    import sys
+
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    from testpaths import put_on_path
+
+    put_on_path()
+    return importlib.import_module("test_lingbot_v2_context")
 
 
 def lrlr_poses(n: int, fps: float = 16.0, rate: float = 25.0) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""benchmarks/learned_speed.py builds its tiny models with the tests' own helpers, found by module name as conftest.py
-finds them. When tests/ was split into package folders it kept looking in tests/ alone, every tiny build became a
-skipped row, and the benchmark timed nothing while exiting 0: each name it asks for must now be found, and a missing
-one stops it."""
+"""Benchmarks that build with the tests' own helpers find them by module name, as conftest.py does
+(tests/testpaths.py: put_on_path). When tests/ was split into package folders, benchmarks/learned_speed.py kept looking
+in tests/ alone, so every tiny build became a skipped row and it timed nothing while exiting 0, and
+benchmarks/lingbot_context.py opened tests/test_lingbot_v2_context.py, which had moved: each helper must now be found
+from a plain interpreter, and a missing one stops the learned benchmark."""
 
 import importlib.machinery
 import importlib.util
@@ -44,10 +45,14 @@ def test_a_helper_that_is_not_there_stops_the_benchmark(bench):
     assert issubclass(bench.Skip, Exception) and not issubclass(bench.MissingHelper, bench.Skip)
 
 
-def test_the_benchmark_finds_a_helper_from_a_plain_interpreter():
-    # run as a user runs it: no conftest.py has put the test folders on sys.path
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import learned_speed as L; "
-            "print(L.tests_module('test_learned_searaft').__file__)")
+@pytest.mark.parametrize("call, where", [
+    ("import learned_speed as B; m = B.tests_module('test_learned_searaft')",
+     "tests/evaluate/features/test_learned_searaft.py"),
+    ("import lingbot_context as B; m = B._tests()", "tests/adapters/test_lingbot_v2_context.py"),
+])
+def test_the_benchmarks_find_their_helpers_from_a_plain_interpreter(call, where):
+    # run as a user runs them: no conftest.py has put the test folders on sys.path
+    code = f"import sys; sys.path.insert(0, 'benchmarks'); {call}; print(m.__file__)"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip().endswith("tests/evaluate/features/test_learned_searaft.py")
+    assert r.stdout.strip().endswith(where)
