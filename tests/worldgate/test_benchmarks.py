@@ -1,8 +1,11 @@
-"""Benchmarks that build with the tests' own helpers find them by module name, as conftest.py does
+"""Benchmarks keep working as the code moves under them (three had stopped: each test here fails on what broke it).
+
+Benchmarks that build with the tests' own helpers find them by module name, as conftest.py does
 (tests/testpaths.py: put_on_path). When tests/ was split into package folders, benchmarks/learned_speed.py kept looking
 in tests/ alone, so every tiny build became a skipped row and it timed nothing while exiting 0, and
 benchmarks/lingbot_context.py opened tests/test_lingbot_v2_context.py, which had moved: each helper must now be found
-from a plain interpreter, and a missing one stops the learned benchmark."""
+from a plain interpreter, and a missing one stops the learned benchmark. benchmarks/plan_speed.py plans with every
+adapter on the cases it takes."""
 
 import importlib.machinery
 import importlib.util
@@ -56,3 +59,21 @@ def test_the_benchmarks_find_their_helpers_from_a_plain_interpreter(call, where)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().endswith(where)
+
+
+def test_plan_speed_plans_with_every_adapter_on_the_cases_it_takes(capsys):
+    # the two-player adapters refuse one-camera cases: the benchmark once stopped at solaris-mp's first WorldMark case
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import plan_speed
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from worldgate.adapters import get_info, list_models
+
+    assert plan_speed.main(["--limit", "2", "--data", str(ROOT / "no-arena-here")]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split()[1:3] for ln in out.splitlines() if ln and ln.split()[0] in list_models()}
+    expected = {m for m in list_models() if get_info(m).integration != "engine"}
+    assert set(rows) == expected and {m for m in expected if get_info(m).players == 2} == {"solaris-mp", "solaris-sp"}
+    assert all(r == ["2", "0"] for r in rows.values()), rows  # two cases planned, none it cannot express
+    assert "worldmark-engine --full (arena not found)" in out and "two-player adapters" in out
