@@ -77,3 +77,35 @@ def test_plan_speed_plans_with_every_adapter_on_the_cases_it_takes(capsys):
     assert set(rows) == expected and {m for m in expected if get_info(m).players == 2} == {"solaris-mp", "solaris-sp"}
     assert all(r == ["2", "0"] for r in rows.values()), rows  # two cases planned, none it cannot express
     assert "worldmark-engine --full (arena not found)" in out and "two-player adapters" in out
+
+
+def _benchmark_flag_uses() -> dict[str, set[tuple[str, str]]]:
+    """benchmark name -> {(flag, file:line)} of every `benchmarks/NAME.py --flag ...` in README.md, docs/*.md, the
+    benchmarks' own docstrings and the shell scripts (continuation lines joined)."""
+    srcs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "benchmarks").glob("*.py")),
+            *sorted((ROOT / "benchmarks").glob("*.sh")), *sorted((ROOT / "scripts").glob("*.sh"))]
+    # the command's words: the rest of the line up to a code span's end, a comment, a pipe or another command
+    call = re.compile(r"benchmarks/([a-z_]+)\.py([^`#|;&]*?)(?=benchmarks/|[`#|;&]|$)")
+    uses: dict[str, set[tuple[str, str]]] = {}
+    for f in srcs:
+        for n, line in enumerate(re.sub(r"\\\n\s*", " ", f.read_text()).splitlines(), 1):
+            for m in call.finditer(line):
+                uses.setdefault(m.group(1), set()).update(
+                    (flag, f"{f.name}:{n}") for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", m.group(2)))
+    return uses
+
+
+def test_every_flag_the_docs_give_a_benchmark_is_one_it_takes():
+    uses = _benchmark_flag_uses()
+    assert len(uses) >= 10 and sum(map(len, uses.values())) >= 50
+    assert ("--skip-memory", "evaluate_speed.py:3") in uses["evaluate_speed"]  # [--skip-memory] in its usage line
+    wrong = []
+    for name, flags in sorted(uses.items()):
+        bench = ROOT / "benchmarks" / f"{name}.py"
+        assert bench.is_file(), f"the docs name benchmarks/{name}.py, which is not there"
+        shown = subprocess.run([sys.executable, str(bench), "--help"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=120).stdout
+        takes = set(re.findall(r"--[a-z][\w-]*", shown))
+        assert "--help" in takes, (name, shown[-500:])
+        wrong += [f"{where}: benchmarks/{name}.py {flag}" for flag, where in sorted(flags) if flag not in takes]
+    assert not wrong, "\n".join(wrong)
