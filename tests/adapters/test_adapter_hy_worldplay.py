@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
 from worldgate.adapters import get_adapter
-from worldgate.trajectories import library
+from worldgate.trajectories import Trajectory, library
 from worldgate.trajectories.suites import Case
 
 
@@ -177,3 +177,109 @@ def test_context_policies_are_refused_with_the_reason_cited():
     """Its FoV retrieval is fixed at the pipeline's call site: no flag chooses a policy, and the refusal says where."""
     why = get_adapter("hy-worldplay").context_support("fov")
     assert "no context policy can be chosen from outside" in why and "worldplay_video_pipeline.py:1125-1133" in why
+
+
+# --------------------------------------------------------------------------- the model's own entry point (gated)
+
+COMMIT = "da2d0c26eb0edb647f56e164ffd966490eb75282"
+
+
+def _own_entry(root, monkeypatch, calls: dict):
+    """hyvideo/generate.py of the checkout, as ``python hyvideo/generate.py`` imports it, with only what needs a GPU
+    machine or is not installed stood in: the pipeline (records its call, returns a small float video), the
+    parallel and inference state, ``torch.cuda.set_device`` (generate.py:39, at import), loguru, and moviepy (the
+    keyboard overlay, which a pose file never reaches). pose_to_input, main's argument parser, generate_video and
+    save_video (imageio's ffmpeg writer) are the checkout's own code."""
+    import importlib.util
+    import sys
+    import types
+
+    import torch
+
+    class Pipeline:
+        @classmethod
+        def create_pipeline(cls, **kw):
+            calls["create"] = kw
+            return cls()
+
+        def __call__(self, **kw):
+            calls["call"] = kw
+            return types.SimpleNamespace(videos=torch.full((1, 3, kw["video_length"], 48, 80), 0.5))
+
+    def stub(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, m)
+        return m
+
+    stub("hyvideo").__path__ = [str(root / "hyvideo")]  # a bare package: its real submodules load from the checkout
+    stub("hyvideo.pipelines")
+    stub("hyvideo.pipelines.worldplay_video_pipeline", HunyuanVideo_1_5_Pipeline=Pipeline)
+    stub("hyvideo.commons")
+    stub("hyvideo.commons.parallel_states", initialize_parallel_state=lambda sp: calls.setdefault("sp", sp))
+    stub("hyvideo.commons.infer_state", initialize_infer_state=lambda args: None)
+    stub("loguru", logger=types.SimpleNamespace(log=lambda level, msg: calls.setdefault("log", []).append(msg)))
+    stub("moviepy")
+    stub("moviepy.editor", VideoFileClip=None, VideoClip=None)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("device", device))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    before = set(sys.modules)
+    try:
+        spec = importlib.util.spec_from_file_location("hy_worldplay_generate_under_test", root / "hyvideo" / "generate.py")
+        gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gen)
+    finally:  # the checkout's own submodules must not serve another test's imports
+        for name in set(sys.modules) - before:
+            if name.startswith("hyvideo"):
+                sys.modules.pop(name, None)
+    return gen
+
+
+HYWP = gated_checkout("HY_WORLDPLAY_CHECKOUT", COMMIT)
+
+
+@pytest.mark.skipif(HYWP is None, reason="set HY_WORLDPLAY_CHECKOUT to a checkout of Tencent-Hunyuan/HY-WorldPlay at "
+                                         + COMMIT)
+def test_the_checkouts_own_entry_point_reads_the_plans_poses_intrinsics_and_actions(tmp_path, monkeypatch):
+    """The plan's command run through hyvideo/generate.py's own main(): its parser takes every flag, pose_to_input
+    (G:173-283) reads pose.json into exactly the w2c the plan means, normalises K to the plan's native_normalised,
+    derives the plan's action labels, and its latent-count asserts (G:203-208, 701-703) hold; the pipeline is called
+    with the plan's size, frames, AR chunks, image, prompt and seed, and save_video writes OUT/gen.mp4 at 24 fps."""
+    pytest.importorskip("einops")  # imported by generate.py (save_video)
+    from worldgate.adapters.repo import command_argv
+    from worldgate.generate.video import probe_video
+
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"), image="/data/img 000.jpg",
+                prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("hy-worldplay").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    paths = {"python": "py", "ckpt": tmp_path / "w",
+             "extra": {"model_path": tmp_path / "hv15", "ar_action_model_path": tmp_path / "ar"}}
+    argv = command_argv(plan.files["command.txt"], plan.files, native, paths, case.image, 11)
+    entry = argv.index("hyvideo/generate.py")
+    assert argv[:entry] == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
+    calls: dict = {}
+    gen = _own_entry(HYWP, monkeypatch, calls)
+    monkeypatch.setattr("sys.argv", argv[entry:])
+    monkeypatch.chdir(HYWP)
+    gen.main()
+
+    kw, made = calls["call"], calls["create"]
+    L = plan.extra["latents"]
+    assert kw["video_length"] == plan.n_frames == 4 * L - 3 and L % 4 == 0
+    np.testing.assert_array_equal(kw["viewmats"][0].numpy(), np.linalg.inv(plan.arrays["c2w"]))
+    Ks = kw["Ks"][0].numpy()
+    fx, fy, cx, cy = plan.intrinsics["native_normalised"]
+    np.testing.assert_allclose(Ks, np.broadcast_to([[fx, 0, cx], [0, fy, cy], [0, 0, 1]], (L, 3, 3)), rtol=1e-15)
+    assert kw["action"][0].tolist() == plan.arrays["action"].tolist()
+    assert len(set(plan.arrays["action"].tolist())) >= 5  # the walk exercises moves, turns and their pairs
+    assert (kw["user_height"], kw["user_width"], kw["model_type"], kw["chunk_latent_frames"]) == (480, 832, "ar", 4)
+    assert kw["reference_image"] == "/data/img 000.jpg" and kw["prompt"] == "A test scene." and kw["seed"] == 11
+    assert not kw["enable_sr"] and not kw["few_step"] and not kw["prompt_rewrite"]
+    assert made["pretrained_model_name_or_path"] == str(tmp_path / "hv15")
+    assert made["action_ckpt"] == str(tmp_path / "ar") and made["transformer_version"] == "480p_i2v"
+    assert calls["sp"] == 1 and calls["device"] == 0
+    video = tmp_path / "out" / plan.extra["output_video"]
+    info = probe_video(video)
+    assert (info.fps, info.frames) == (plan.fps, plan.n_frames) == (24.0, 4 * L - 3)
