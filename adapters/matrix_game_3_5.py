@@ -81,8 +81,11 @@ from .repo import RepoAdapter, RepoSpec
 W, H = 1280, 704
 FPS = 16.0
 BLOCK = 84  # frames per block: 21 latents x 4
-#: the shared weights under ckpt (README.md:87-100); the tokenizer is left to its default lookup
-DEPS = "--wan-dir CKPT/Wan2.2-TI2V-5B --da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1"
+#: the shared weights under ckpt (README.md:87-100). The tokenizer is named too: its default lookup is the checkout's
+#: own checkpoints/ (infer.py:55, 61-63, 73-84), never --wan-dir, so with weights anywhere else both entry points stop
+#: with "umt5-xxl tokenizer directory not found" (seen running infer_distilled.py --dry-run at fa6d2b6)
+DEPS = ("--wan-dir CKPT/Wan2.2-TI2V-5B --tokenizer-dir CKPT/Wan2.2-TI2V-5B/google/umt5-xxl "
+        "--da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1")
 PROFILES = ("standard", "sink-anchor-context")  # distilled_config.py:11 (hiar-sde needs hiar_scales)
 
 
@@ -105,7 +108,7 @@ class MatrixGame35(RepoAdapter):
     #: none: one GPU (README.md:36); accelerate launch, 1 process (infer_distilled.py:94-100, infer.py:304-307)
     multi_gpu = ""
     info = AdapterInfo(
-        name="matrix-game-3.5", version="0.1", width=W, height=H, fps=FPS,
+        name="matrix-game-3.5", version="0.2", width=W, height=H, fps=FPS,
         fps_source="writer: _write_video(fps=16) (examples/wanvideo/pipeline/mosaic/video_io.py:5; "
                    "causal_inference.py:157)",
         chunk_frames=BLOCK, first_chunk_frames=1 + BLOCK, duration_unit="blocks of 84 frames (1 + 84 K poses)",

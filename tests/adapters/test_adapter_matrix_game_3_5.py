@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
 from worldgate.adapters import get_adapter
-from worldgate.trajectories import library
+from worldgate.trajectories import Trajectory, library
 from worldgate.trajectories.suites import Case
 
 
@@ -108,10 +108,13 @@ def test_commands_use_the_checkpoint_and_write_into_out():
     is an .mp4 path, infer_distilled.py:43, 64-65; base --output is a folder, infer.py:406)."""
     cmd = get_adapter("matrix-game-3.5").plan(worldmark_case(1)).files["command.txt"]
     assert "--checkpoint CKPT/Matrix-Game-3.5-Distilled/first-person.safetensors " in cmd and "checkpoints/" not in cmd
-    assert "--wan-dir CKPT/Wan2.2-TI2V-5B --da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1 " in cmd
+    # the tokenizer under the same CKPT: its default lookup is the checkout's checkpoints/ (infer.py:55, 61-63)
+    assert ("--wan-dir CKPT/Wan2.2-TI2V-5B --tokenizer-dir CKPT/Wan2.2-TI2V-5B/google/umt5-xxl "
+            "--da3-dir CKPT/DA3NESTED-GIANT-LARGE-1.1 ") in cmd
     assert cmd.rstrip().endswith("--output OUT/result.mp4") and "--camera-convention c2w " in cmd
     cmd = get_adapter("matrix-game-3.5", variant="base").plan(worldmark_case(1, view="third")).files["command.txt"]
-    assert "--ckpt CKPT/Matrix-Game-3.5-Base/third-person.safetensors --wan-dir CKPT/Wan2.2-TI2V-5B " in cmd
+    assert ("--ckpt CKPT/Matrix-Game-3.5-Base/third-person.safetensors --wan-dir CKPT/Wan2.2-TI2V-5B "
+            "--tokenizer-dir CKPT/Wan2.2-TI2V-5B/google/umt5-xxl ") in cmd
     assert "--output OUT --name " in cmd and "--seed SEED" in cmd
 
 
@@ -221,3 +224,109 @@ def test_full_kv_rollout_runs_the_context_plan(mg, tmp_path, monkeypatch):
     mg._paths = {"repo": tmp_path, "ckpt": tmp_path, "python": "python", "extra": {}}
     list(mg.rollout(mg.plan(worldmark_case(1)), context=ContextPolicy("full_kv"), seed=1))
     assert seen["yaml"].endswith("context_chunks: 28\ndynamic_context: false\n")
+
+
+# --------------------------------------------------------------------------- the model's own entry point (gated)
+
+COMMIT = "fa6d2b628ac9b0f1657dc24689536d74bfeb51da"
+MG35 = gated_checkout("MATRIX_GAME_3_5_CHECKOUT", COMMIT)
+
+
+def _dataset_readers(root):
+    """The camera readers of the pipeline's own dataset (diffsynth/core/data/unified_dataset.py: _load_extrinsics,
+    _load_intrinsics, _intrinsics_packed_to_matrix, normalize_and_scale_intrinsics), lifted from the file as written
+    onto a bare class: the module itself imports the whole training stack (modelscope, torch, ...)."""
+    import ast
+    import textwrap
+
+    path = root / "diffsynth" / "core" / "data" / "unified_dataset.py"
+    src = path.read_text()
+    lines = src.splitlines()
+    want = {"_load_extrinsics", "_load_intrinsics", "_intrinsics_packed_to_matrix", "normalize_and_scale_intrinsics"}
+    found = {}
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name in want and node.name not in found:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found[node.name] = textwrap.dedent("\n".join(lines[first - 1: node.end_lineno]))
+    assert set(found) == want, sorted(want - set(found))
+    body = "\n".join(textwrap.indent(found[n], "    ") for n in sorted(want))
+    ns = {"np": np}
+    exec(compile(f"class Dataset:\n{body}\n", str(path), "exec"), ns)
+    return ns["Dataset"]
+
+
+@pytest.mark.skipif(MG35 is None, reason="set MATRIX_GAME_3_5_CHECKOUT to a checkout of Riemann-Dynamics/"
+                                         "Matrix-Game-3.5 at " + COMMIT)
+def test_the_checkouts_own_entry_point_builds_the_plans_scene(tmp_path, monkeypatch, capsys):
+    """The distilled plan's command through infer_distilled.py's own main() (--dry-run: everything up to the
+    accelerate launch): its parser and checks take every argument, every weight path resolves under ckpt (the
+    tokenizer's too: its default is the checkout's checkpoints/), distilled.yaml loads with the plan's blocks,
+    profile and seed, and infer.build_input_workspace writes the scene the pipeline reads; the dataset's own readers
+    then give the w2c of the plan's c2w, and K in 1280x704 pixels as the plan wrote it (normalisation leaves it
+    unchanged: fx/cx, fy/cy kept, principal point at the centre). Only the DA3 index build (a subprocess importing the
+    training stack) is stood in."""
+    import json
+    import shutil
+    import sys
+
+    from PIL import Image
+
+    from worldgate.adapters.repo import command_argv
+
+    co = tmp_path / "mg35"  # it writes its workspace under its own .cache/
+    shutil.copytree(MG35, co, ignore=shutil.ignore_patterns(".git", "samples", "assets", "checkpoints", "*.mp4"))
+    img = tmp_path / "case image.png"
+    Image.new("RGB", REAL_SIZE, (90, 120, 150)).save(img)
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"), image=str(img),
+                prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("matrix-game-3.5").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    ckpt = tmp_path / "weights"  # the Hub downloads' folders, away from the checkout
+    for d in ("Matrix-Game-3.5-Distilled", "Wan2.2-TI2V-5B/google/umt5-xxl", "DA3NESTED-GIANT-LARGE-1.1"):
+        (ckpt / d).mkdir(parents=True)
+    (ckpt / "Matrix-Game-3.5-Distilled" / "first-person.safetensors").write_bytes(b"weights")
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": ckpt}, case.image, 11)
+    assert argv[:2] == ["py", "infer_distilled.py"]
+
+    monkeypatch.syspath_prepend(str(co))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    for name in ("infer", "infer_distilled", "distilled_config"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import infer as base_infer
+    import infer_distilled
+
+    try:
+        index = []
+        monkeypatch.setattr(base_infer, "build_index", lambda ws, py, env: index.append((ws, env)) or f"{ws}/idx")
+        assert infer_distilled.main(argv[2:] + ["--dry-run", "--keep-workspace"]) == 0
+        config = infer_distilled.load_inference_config(native / "distilled.yaml")
+    finally:  # generic module names of the checkout must not serve another test
+        for name in ("infer", "infer_distilled", "distilled_config"):
+            sys.modules.pop(name, None)
+    launch = next(ln for ln in capsys.readouterr().out.splitlines() if "accelerate.commands.launch" in ln).split()
+    arg = {launch[i]: launch[i + 1] for i in range(len(launch) - 1) if launch[i].startswith("--")}
+    assert arg["--checkpoint"] == str(ckpt / "Matrix-Game-3.5-Distilled" / "first-person.safetensors")
+    assert arg["--wan-dir"] == str(ckpt / "Wan2.2-TI2V-5B")
+    assert arg["--tokenizer-dir"] == str(ckpt / "Wan2.2-TI2V-5B" / "google" / "umt5-xxl")
+    assert index[0][1]["DA3_MODEL_PATH"] == str(ckpt / "DA3NESTED-GIANT-LARGE-1.1")
+    assert arg["--output"] == str(tmp_path / "out" / "result.mp4") and arg["--config"] == str(native / "distilled.yaml")
+    assert (config.num_blocks, config.profile, config.seed) == (plan.extra["num_blocks"], "standard", 11)
+    assert plan.n_frames == 1 + 84 * config.num_blocks
+
+    scene = next((co / ".cache" / "infer_runs").iterdir()) / "workspace" / "scenes" / "case"
+    assert str(scene.parents[1]) == arg["--workspace"] == index[0][0]
+    D = _dataset_readers(co)
+    ds = D()
+    ds.height, ds.width, ds.mosaic_intrinsics_mode = 704, 1280, "per_frame"
+    c2w = plan.arrays["extrinsics_c2w"]
+    w2c = ds._load_extrinsics(scene / "pose" / "video.npz")
+    assert w2c.shape == (len(c2w), 4, 4) == (plan.n_frames, 4, 4)
+    np.testing.assert_allclose(w2c, np.linalg.inv(c2w.astype(np.float32).astype(np.float64)), rtol=0, atol=1e-5)
+    K = ds.normalize_and_scale_intrinsics(ds._load_intrinsics(scene / "intrinsics" / "video.npz", len(w2c)),
+                                          H_img=704, W_img=1280, temporal_mean=False)
+    fx, fy, cx, cy = plan.intrinsics["native"]
+    assert (cx, cy) == (640.0, 352.0)
+    np.testing.assert_allclose(K, np.broadcast_to([[fx, 0, cx], [0, fy, cy], [0, 0, 1]], K.shape), rtol=1e-6)
+    caption = json.loads((scene.parents[1] / "caption" / "case" / "video.json").read_text())
+    assert caption == {"detailed": {"0": {"start": "", "dynamic": "A test scene."}}}
