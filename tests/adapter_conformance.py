@@ -12,7 +12,31 @@ from worldgate.testing import REAL_K, REAL_SIZE, AdapterConformance, worldmark_c
 
 ARENA = Path(__file__).resolve().parents[1] / ".." / "shared" / "worldmark" / "arena_inputs"
 
-__all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout", "worldmark_case"]
+__all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout", "lift_functions", "worldmark_case"]
+
+
+def lift_functions(path, names, ns: dict, as_class: str | None = None) -> dict:
+    """The functions ``names`` of a checkout's source file as written (decorators included), compiled into ``ns``
+    without running the file's own imports (a model's module often imports its whole training stack): top-level
+    functions, or methods gathered onto a bare class named ``as_class``. ``ns`` supplies the names they use (np,
+    torch, ...); returns it. A name the file does not define is an AssertionError."""
+    import ast
+    import textwrap
+
+    src = Path(path).read_text()
+    lines = src.splitlines()
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name in names and node.name not in found:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found[node.name] = textwrap.dedent("\n".join(lines[first - 1: node.end_lineno]))
+    assert set(found) == set(names), f"{path} defines none of {sorted(set(names) - set(found))}"
+    if as_class:
+        code = f"class {as_class}:\n" + "\n".join(textwrap.indent(found[n], "    ") for n in names) + "\n"
+    else:
+        code = "\n\n".join(found[n] for n in names) + "\n"
+    exec(compile(code, str(path), "exec"), ns)
+    return ns
 
 
 def gated_checkout(var: str, commit: str):

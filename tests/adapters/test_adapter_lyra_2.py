@@ -5,7 +5,7 @@ import io
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
 from worldgate.adapters import get_adapter
 
 
@@ -87,3 +87,58 @@ def test_repo_spec_pins_the_commit_folder_and_weights():
     assert spec.subdir == "Lyra-2" and spec.requirements == ("requirements.txt",)
     assert spec.weights_patterns == ("checkpoints/*",) and spec.weights_dir == ""  # README.md:51, in the checkout
     assert mod.Lyra2.multi_gpu == ""
+
+
+# --------------------------------------------------------------------------- the model's own readers (gated)
+
+COMMIT = "9fffc9adc37004091ecf26ef03abfb3abdf4d59a"
+LYRA = gated_checkout("LYRA_CHECKOUT", COMMIT)  # the repository root (the adapter's subdir is Lyra-2/)
+
+
+@pytest.mark.skipif(LYRA is None, reason="set LYRA_CHECKOUT to a checkout of nv-tlabs/lyra at " + COMMIT)
+def test_the_checkouts_own_parser_and_trajectory_loader_read_the_plan(tmp_path, monkeypatch):
+    """lyra2_custom_traj_inference.py's own parse_arguments, _apply_dmd_defaults and load_trajectory (lifted from the
+    file: the module imports the model stack, and its main is inline under __main__), called as its main calls them
+    (CT:207-208, 276, 320): every flag of the plan's command parses, the loader reads trajectory.npz at the target
+    480x832 with --pose_scale into exactly the plan's w2c (the inverse of the commanded c2w) and K, N = 1 + 80 k
+    frames as AR asserts, one caption at frame 0, and the video path its loop writes is OUT/<image stem>.mp4."""
+    import argparse
+    import json
+    import os
+    import sys
+
+    torch = pytest.importorskip("torch")
+    from worldgate.adapters.repo import command_argv
+    from worldgate.trajectories import Trajectory
+    from worldgate.trajectories.suites import Case
+
+    script = LYRA / "Lyra-2" / "lyra_2" / "_src" / "inference" / "lyra2_custom_traj_inference.py"
+    ns = lift_functions(script, ("load_trajectory", "parse_arguments", "_apply_dmd_defaults"),
+                        {"np": np, "torch": torch, "argparse": argparse, "log": None})
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"),
+                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("lyra-2").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
+                        case.image, 11)
+    assert argv[:3] == ["py", "-m", "lyra_2._src.inference.lyra2_custom_traj_inference"]
+    monkeypatch.setattr(sys, "argv", ["lyra2_custom_traj_inference.py", *argv[3:]])
+    args = ns["parse_arguments"]()
+    ns["_apply_dmd_defaults"](args)  # --use_dmd is not given: nothing changes (its log is never reached)
+    assert (args.experiment, args.fps, args.pose_scale, args.seed, args.resolution) == ("lyra2", 16, 1.0, 11, "480,832")
+    assert args.num_frames == plan.n_frames and (plan.n_frames - 1) % 80 == 0 and not args.use_dmd
+    assert args.input_image_path == "/data/img 000.jpg" and args.context_parallel_size == 1
+    target_h, target_w = [int(x) for x in args.resolution.split(",")]  # CT:276
+    w2c, K = ns["load_trajectory"](args.trajectory_path, int(args.num_frames), target_hw=(target_h, target_w),
+                                   pose_scale=args.pose_scale)
+    assert w2c.shape == (plan.n_frames, 4, 4) and w2c.dtype == torch.float32
+    np.testing.assert_array_equal(w2c.numpy(), plan.arrays["w2c"])
+    np.testing.assert_allclose(w2c.numpy(), np.linalg.inv(plan.arrays["c2w"]), rtol=0, atol=1e-5)
+    fx, fy, cx, cy = plan.intrinsics["native"]
+    np.testing.assert_array_equal(K.numpy(), np.broadcast_to(np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1]],
+                                                                      np.float32), (plan.n_frames, 3, 3)))
+    with open(args.captions_path) as f:
+        assert json.load(f) == {"0": "A test scene."}
+    stem = os.path.splitext(os.path.basename(args.input_image_path))[0]  # CT:311-313
+    assert os.path.join(args.output_path, f"{stem}.mp4") == str(tmp_path / "out" / plan.extra["output_video"])

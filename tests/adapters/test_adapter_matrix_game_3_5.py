@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import Trajectory, library
 from worldgate.trajectories.suites import Case
@@ -236,23 +236,9 @@ def _dataset_readers(root):
     """The camera readers of the pipeline's own dataset (diffsynth/core/data/unified_dataset.py: _load_extrinsics,
     _load_intrinsics, _intrinsics_packed_to_matrix, normalize_and_scale_intrinsics), lifted from the file as written
     onto a bare class: the module itself imports the whole training stack (modelscope, torch, ...)."""
-    import ast
-    import textwrap
-
-    path = root / "diffsynth" / "core" / "data" / "unified_dataset.py"
-    src = path.read_text()
-    lines = src.splitlines()
-    want = {"_load_extrinsics", "_load_intrinsics", "_intrinsics_packed_to_matrix", "normalize_and_scale_intrinsics"}
-    found = {}
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name in want and node.name not in found:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found[node.name] = textwrap.dedent("\n".join(lines[first - 1: node.end_lineno]))
-    assert set(found) == want, sorted(want - set(found))
-    body = "\n".join(textwrap.indent(found[n], "    ") for n in sorted(want))
-    ns = {"np": np}
-    exec(compile(f"class Dataset:\n{body}\n", str(path), "exec"), ns)
-    return ns["Dataset"]
+    names = ("_load_extrinsics", "_load_intrinsics", "_intrinsics_packed_to_matrix", "normalize_and_scale_intrinsics")
+    return lift_functions(root / "diffsynth" / "core" / "data" / "unified_dataset.py", names, {"np": np},
+                          as_class="Dataset")["Dataset"]
 
 
 @pytest.mark.skipif(MG35 is None, reason="set MATRIX_GAME_3_5_CHECKOUT to a checkout of Riemann-Dynamics/"
