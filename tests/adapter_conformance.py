@@ -16,10 +16,11 @@ __all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout
 
 
 def lift_functions(path, names, ns: dict, as_class: str | None = None) -> dict:
-    """The functions ``names`` of a checkout's source file as written (decorators included), compiled into ``ns``
-    without running the file's own imports (a model's module often imports its whole training stack): top-level
-    functions, or methods gathered onto a bare class named ``as_class``. ``ns`` supplies the names they use (np,
-    torch, ...); returns it. A name the file does not define is an AssertionError."""
+    """The definitions ``names`` of a checkout's source file as written (functions with their decorators, classes,
+    and ``NAME = ...`` constants), compiled into ``ns`` in the order given without running the file's own imports (a
+    model's module often imports its whole training stack); with ``as_class``, methods gathered onto a bare class of
+    that name. ``ns`` supplies the names they use (np, torch, ...); returns it. A name the file does not define is an
+    AssertionError."""
     import ast
     import textwrap
 
@@ -27,9 +28,14 @@ def lift_functions(path, names, ns: dict, as_class: str | None = None) -> dict:
     lines = src.splitlines()
     found: dict[str, str] = {}
     for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name in names and node.name not in found:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found[node.name] = textwrap.dedent("\n".join(lines[first - 1: node.end_lineno]))
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            name, first = node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, first = node.targets[0].id, node.lineno
+        else:
+            continue
+        if name in names and name not in found:
+            found[name] = textwrap.dedent("\n".join(lines[first - 1: node.end_lineno]))
     assert set(found) == set(names), f"{path} defines none of {sorted(set(names) - set(found))}"
     if as_class:
         code = f"class {as_class}:\n" + "\n".join(textwrap.indent(found[n], "    ") for n in names) + "\n"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
 from worldgate.adapters import UnsupportedMotion, get_adapter
 from worldgate.trajectories import library
 from worldgate.trajectories.core import Trajectory
@@ -164,3 +164,72 @@ def test_output_and_setup():
     assert spec.commit == "07afcd4c7c5c6ba90108cf1493c312f7a51b79ac" and spec.commit in mod.__doc__
     assert spec.subdir == "" and spec.requirements == ("requirements.txt",)
     assert spec.weights_patterns == ("gamecraft_models/mp_rank_00_model_states.pt", "stdmodels/*")
+
+
+# --------------------------------------------------------------------------- the model's own code (gated)
+
+COMMIT = "07afcd4c7c5c6ba90108cf1493c312f7a51b79ac"
+GAMECRAFT = gated_checkout("HY_GAMECRAFT_CHECKOUT", COMMIT)
+
+
+@pytest.mark.skipif(GAMECRAFT is None, reason="set HY_GAMECRAFT_CHECKOUT to a checkout of Tencent-Hunyuan/"
+                                              "Hunyuan-GameCraft-1.0 at " + COMMIT)
+def test_the_checkouts_own_parser_and_pose_builder_read_the_plans_actions(tmp_path, monkeypatch):
+    """hymm_sp/config.py's own parse_args (its sanity check included) takes the plan's command, and the pose path the
+    sampler runs for each action (SI:516-527: ActionToPoseFromID(key, value=speed), its first 33 rows, Camera and
+    get_relative_pose as GetPoseEmbedsFromPoses calls them, SI:311-352; lifted from sample_inference.py, whose module
+    imports the diffusion stack) gives exactly the plan's per-action w2c and the x10 relative c2w its rays use."""
+    import sys
+
+    torch = pytest.importorskip("torch")
+    from worldgate.adapters.repo import command_argv
+
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1.4 R1.4 A1.4 S1.4 L1.4 D1.4 ^1.4 v1.4"),
+                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("hy-gamecraft").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
+                        case.image, 11)
+    entry = argv.index("hymm_sp/sample_batch.py")
+    assert argv[:entry] == ["env", f"MODEL_BASE={tmp_path / 'w'}/stdmodels", "PYTHONPATH=.", "py", "-m",
+                            "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
+    monkeypatch.syspath_prepend(str(GAMECRAFT))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "argv", argv[entry:])
+    try:
+        from hymm_sp.config import parse_args
+
+        args = parse_args()
+    finally:  # the checkout's package must not serve another test
+        for name in [n for n in sys.modules if n == "hymm_sp" or n.startswith("hymm_sp.")]:
+            sys.modules.pop(name)
+    keys, speeds = plan.arrays["action"].tolist(), plan.arrays["speed"].tolist()
+    assert args.action_list == keys and args.action_speed_list == speeds
+    assert set(keys) == {"w", "s", "a", "d", "left_rot", "right_rot", "up_rot", "down_rot"}
+    assert (args.sample_n_frames, args.video_size, args.cfg_scale, args.infer_steps, args.seed) == \
+        (33, [704, 1216], 2.0, 50, 11)
+    assert args.image_start and not args.use_csv_pose and args.pose is None and not args.add_button
+    assert args.save_path == str(tmp_path / "out") and args.image_path == "/data/img 000.jpg"
+    assert args.ckpt == str(tmp_path / "w" / "gamecraft_models" / "mp_rank_00_model_states.pt")
+
+    si = lift_functions(GAMECRAFT / "hymm_sp" / "sample_inference.py",
+                        ("ACTION_DICT", "generate_motion_segment", "euler_to_quaternion",
+                         "quaternion_to_rotation_matrix", "ActionToPoseFromID", "Camera", "get_relative_pose"),
+                        {"np": np, "math": math})
+    for k, (key, speed) in enumerate(zip(keys, speeds)):
+        rows = si["ActionToPoseFromID"](key, value=speed)[:33]  # start index 0, 33 frames (SI:521-527, 316-319)
+        cams = [si["Camera"]([float(x) for x in r.split(" ")]) for r in rows]
+        np.testing.assert_allclose(np.array([c.w2c_mat for c in cams]), plan.arrays["w2c"][k], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(si["get_relative_pose"](cams), plan.arrays["c2w_plucker"][k], rtol=0, atol=1e-5)
+        assert [float(x) for x in rows[1].split(" ")[1:5]] == list(plan.arrays["intrinsics"])
+    # and the motion is the commanded one: each action's whole move or turn (the model's row 33, one action's end)
+    # chained from action to action lands on the commanded camera at each segment's end (one action per 1.4 s
+    # segment here; t = 1.4 j s is frame 14 j at 10 fps). Moves come before the pitch: a move while pitched goes
+    # along the pitched view axis in GameCraft, off the trajectory's horizontal plane (the plan's caveat)
+    commanded = case.trajectory.poses(10.0, 14 * len(keys) + 1)
+    pose = np.eye(4)
+    for j, (key, speed) in enumerate(zip(keys, speeds)):
+        end = si["Camera"]([float(x) for x in si["ActionToPoseFromID"](key, value=speed)[33].split(" ")])
+        pose = pose @ end.c2w_mat
+        np.testing.assert_allclose(pose, commanded[14 * (j + 1)], rtol=0, atol=1e-9, err_msg=f"after action {j} {key}")
