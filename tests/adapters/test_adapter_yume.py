@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import library
 from worldgate.trajectories.core import Trajectory
@@ -199,3 +199,60 @@ def test_repo_spec_pins_the_commit_the_setup_and_the_weights():
     assert spec.weights_patterns == ("models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/*", "Wan2.2_VAE.pth",
                                      "config.json", "diffusion_pytorch_model.safetensors")
     assert "/mnt/petrelfs" in mod.__doc__  # the hard-coded InternVL path (sample_5b.py:1288) is recorded
+
+
+# --------------------------------------------------------------------------- the model's own vocabulary (gated)
+
+COMMIT = "111c3fab7fb020d1e261a68be6ec78a3fecc8d5b"
+YUME = gated_checkout("YUME_CHECKOUT", COMMIT)
+
+
+@pytest.mark.skipif(YUME is None, reason="set YUME_CHECKOUT to a checkout of stdstu12/YUME at " + COMMIT)
+def test_every_caption_line_is_built_from_the_checkouts_own_vocabulary_and_layout(tmp_path):
+    """Each line of the plan's caption.txt is "First-person perspective. " + a translation phrase + " " + a rotation
+    phrase + " " + the speed sentence, the phrases taken verbatim from the webapp's own vocab1 / vocab2 (WA:648-670,
+    lifted from webapp_single_gpu.py: the module imports flask and the model) for the commanded keys, and the speed
+    sentence as the shipped caption_re.txt writes it for a move (its line 1) or a pan (its line 7). Read as
+    sample_5b.py reads the file (S5:812-820: one chunk per line), the count is the plan's chunks."""
+    import re
+
+    from worldgate.adapters.repo import command_argv
+
+    vocab = lift_functions(YUME / "webapp_single_gpu.py", ("vocab1", "vocab2"), {})
+    shipped = (YUME / "caption_re.txt").read_text(encoding="utf-8").splitlines()
+    speed = re.compile(r"Actual distance moved:\d+ at 100 meters per second\. Angular change rate \(turn speed\):\d+\. "
+                       r"View rotation speed:\d+\.")
+    move_speed, pan_speed = (speed.search(shipped[i]).group(0) for i in (0, 6))
+    assert move_speed.startswith("Actual distance moved:4") and pan_speed.startswith("Actual distance moved:0")
+
+    img = tmp_path / "img 000.jpg"  # IMAGE_DIR: the runner copies the case image into a folder of its own
+    img.write_bytes(b"jpeg")
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W2 R2 A+L2 S+^2 v2 D2 L2"),
+                image=str(img), prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("yume").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
+                        case.image, 11)
+    with open(argv[argv.index("--caption_path") + 1], encoding="utf-8") as file:  # S5:812-816
+        lines = [line.rstrip("\n") for line in file]
+    move = {"W": "W", "S": "S", "A": "A", "D": "D", None: "None"}
+    look = {"R": "→", "L": "←", "^": "↑", "v": "↓", None: "·"}
+    wanted = []
+    for seg in case.trajectory.segments:
+        text = seg.to_text()
+        m = next((k for k in "WSAD" if k in text), None)
+        r = next((k for k in "RL^v" if k in text), None)
+        tail = move_speed if m and not r else pan_speed if r and not m else None
+        phrase = f"First-person perspective. {vocab['vocab1'][move[m]]} {vocab['vocab2'][look[r]]} "
+        wanted.append((phrase, tail))
+    used = set()
+    for line in lines:
+        phrase, _, rest = line.partition("Actual distance moved:")
+        match = [w for w in wanted if w[0] == phrase]
+        assert match, line  # every phrase is the webapp's own, in caption_re.txt's layout
+        used.add(phrase)
+        if match[0][1] is not None:
+            assert "Actual distance moved:" + rest == match[0][1], line  # caption_re.txt's own numbers
+    assert used == {w[0] for w in wanted}
+    assert len(lines) == plan.extra["lines"] and plan.n_frames == 29 * len(lines)  # 29 frames a chunk (S5:1052)
