@@ -234,7 +234,7 @@ class DreamXWorld(RepoAdapter):
             level = abs(pitch0) < 1e-9 and pitch_steps == 0
             if (s.move is not Move.IDLE and (pitch_look or not level)) or (yaw_look and not level):
                 raise UnsupportedMotion(
-                    f"dreamx-world cannot express case {case.id} segment {i} ({s.to_text()}): the view is pitched "
+                    f"dreamx-world cannot express case {case.id} segment {i + 1} ({s.to_text()}): the view is pitched "
                     f"there (or the segment pitches while moving). DreamX moves along the pitched view and yaws about "
                     f"the camera's own up axis (utils/trajectory_processor.py:916-930), so a level move or a "
                     f"world-vertical yaw has no key while pitched. It can move (w/s/a/d) and yaw (j/l) while the "
@@ -250,12 +250,12 @@ class DreamXWorld(RepoAdapter):
                 kind = "yaw" if yaw_look else "pitch"
                 if k < want - 1e-9 and k == f:
                     caveats.append(
-                        f"segment {i} ({s.to_text()}): {kind} {got:g} deg (model max 1.5 deg/frame = "
+                        f"segment {i + 1} ({s.to_text()}): {kind} {got:g} deg (model max 1.5 deg/frame = "
                         f"{STEP_DEG * FPS:g} deg/s at 16 fps) instead of the commanded {rate * s.seconds:g} deg "
                         f"({rate:g} deg/s): turn rate not matched")
                 elif k < f:
                     caveats.append(
-                        f"segment {i} ({s.to_text()}): {kind} rate {rate:g} deg/s matched by pressing "
+                        f"segment {i + 1} ({s.to_text()}): {kind} rate {rate:g} deg/s matched by pressing "
                         f"'{LOOK_KEY[s.look]}' on {k} of {f} frames ({got:g} deg)")
                 if pitch_look:
                     pitch_steps += k if s.look is Look.PITCH_UP else -k

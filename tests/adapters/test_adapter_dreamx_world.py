@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
 from worldgate.adapters import UnsupportedMotion, get_adapter
 from worldgate.adapters.dreamx_world import segment_frames_rule
 from worldgate.trajectories import Trajectory, library
@@ -349,3 +349,69 @@ def test_derivation_refuses_a_yaml_that_already_sets_the_window(tmp_path):
                       {"local_attn_size": 9, "sink_size": 3})
     with pytest.raises(AdapterError, match="model_kwargs"):
         derive_config("seed: 0\n", {"local_attn_size": 9, "sink_size": 3})
+
+
+# --------------------------------------------------------------------------- the model's own trajectory (gated)
+
+COMMIT = "a1f4c6e5e45600718e5236955f2e0702e53fc275"
+DREAMX = gated_checkout("DREAMX_WORLD_CHECKOUT", COMMIT)
+
+
+@pytest.mark.skipif(DREAMX is None, reason="set DREAMX_WORLD_CHECKOUT to a checkout of AMAP-ML/DreamX-World at "
+                                           + COMMIT)
+def test_the_checkouts_own_trajectory_builder_reads_the_plans_keys_and_weights(tmp_path):
+    """The plan's dreamx_input.json through the AR script's own camera path (AR:268, 298-306): the keys lower-cased,
+    zipped with the weights, utils/trajectory_processor.py's own generate_trajectory_from_json (the file imported as
+    is) over 4 (L - 1) + 1 frames, its Camera rows, and get_relative_pose (lifted from inference_ar_forcing.py, which
+    imports the pipeline) give exactly the plan's per-frame keys and its c2w relative to frame 0, and the look keys
+    spread over a segment land on the commanded yaw and pitch at its end."""
+    import importlib.util
+    import json
+    import sys
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("einops")
+    from worldgate.adapters.repo import command_argv
+
+    spec = importlib.util.spec_from_file_location("dreamx_trajectory_processor_under_test",
+                                                  DREAMX / "utils" / "trajectory_processor.py")
+    tp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tp)
+    ar = lift_functions(DREAMX / "inference_ar_forcing.py", ("get_relative_pose",), {"np": np})
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1 R1 A1 L1 S1 ^0.5 v0.5 D1"),
+                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("dreamx-world").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
+                        case.image, 11)
+    L = int(argv[argv.index("--num_output_frames") + 1])
+    num_pixel_frames = (L - 1) * 4 + 1  # AR:268
+    [item] = json.loads((native / "dreamx_input.json").read_text())
+    trajectory_spec = list(zip([a.lower() for a in item["action_seq"]], item["action_speed_list"]))  # AR:299-300
+    _, cam_params_np, keys = tp.generate_trajectory_from_json(trajectory_spec=trajectory_spec,
+                                                              num_frames=num_pixel_frames, return_cam_params=True)
+    cams = [tp.Camera(cam_params_np[i].tolist()) for i in range(cam_params_np.shape[0])]
+    rel = ar["get_relative_pose"](cams)  # frame 0 as the origin, as every chunk's poses are taken (AR:59-71)
+    assert num_pixel_frames == plan.n_frames == len(cams) and L % 3 == 0
+    assert keys == [k.lower() for k in plan.arrays["frame_keys"].tolist()]
+    np.testing.assert_allclose(rel, plan.arrays["c2w"], rtol=0, atol=2e-5)
+    assert len(set(keys)) >= 6 and sys.modules.get("dreamx_trajectory_processor_under_test") is None
+    # each segment turns the model's camera by the commanded yaw or pitch to within half its 1.5-degree step, or by
+    # what the plan's caveat for that segment says it reaches instead (its top rate is 24 deg/s at 16 fps; these
+    # turns are commanded at 25). Frame j's pose is the commanded one at t = j / 16 s.
+    commanded = case.trajectory.poses(16.0, plan.n_frames)
+
+    def yaw_pitch(c2w):
+        return np.degrees([math.atan2(c2w[0, 2], c2w[2, 2]), math.asin(-c2w[1, 2])])
+
+    short = 0
+    for i, (a, b) in enumerate(plan.segment_frames):
+        got, want = yaw_pitch(rel[b]) - yaw_pitch(rel[a]), yaw_pitch(commanded[b]) - yaw_pitch(commanded[a])
+        if np.abs(got - want).max() <= 0.75 + 1e-6:
+            continue
+        k = int(np.argmax(np.abs(want)))
+        said = [c for c in plan.caveats if c.startswith(f"segment {i + 1} (")]
+        assert said and f"{abs(got[k]):.4g} deg" in said[0] and f"commanded {abs(want[k]):.4g} deg" in said[0], said
+        short += 1
+    assert short == 2  # R1, L1: 24 of the commanded 25 deg; ^0.5, v0.5 reach 12 of 12.5, within the half step
