@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
 from worldgate.adapters import AdapterError, get_adapter
 from worldgate.adapters.evoke import evoke_crop_resize
-from worldgate.trajectories import library
+from worldgate.trajectories import Trajectory, library
 from worldgate.trajectories.suites import Case
 
 
@@ -183,3 +183,59 @@ def test_output_lands_in_out_under_its_declared_name_and_gpu_offset_follows_the_
                                           "RANK": "2", "MASTER_PORT": "29500"})
     assert env["CUDA_VISIBLE_DEVICES"] == "6" and "RANK" not in env and "MASTER_PORT" not in env
     assert get_adapter("evoke").repo_spec.device_env == "GPU_OFFSET"
+
+
+# --------------------------------------------------------------------------- the model's own pose loader (gated)
+
+COMMIT = "74d268516d95c8fceadd2378f91a73f9f187042b"
+EVOKE = gated_checkout("EVOKE_CHECKOUT", COMMIT)
+
+
+@pytest.mark.skipif(EVOKE is None, reason="set EVOKE_CHECKOUT to a checkout of AlayaLab/Evoke at " + COMMIT)
+def test_the_checkouts_own_pose_loader_reads_the_plans_track_and_k(tmp_path, monkeypatch):
+    """The plan's cases.jsonl row and pose.npz through evoke/utils/ev_validation.py's own load_pose_for_v2v, called
+    as infer_single.py calls it (IS:621-642) with what infer_batch.py passes for NUM_CHUNKS=c (IB:93, 369-372, 425-430:
+    33 c frames, ref_seconds 0, the row's pose_fps and pose_source_resolution): the frames it asks for are exactly the
+    plan's 36 c - 3 poses, each the plan's c2w, and its own source-resolution check and crop-resize K transform
+    (operators.py, imported as is) leave the plan's 640x384 K unchanged."""
+    import json
+    import sys
+    import types
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from worldgate.adapters.repo import command_argv
+
+    for pkg in ("evoke", "evoke.utils", "evoke.dataset", "evoke.dataset.evoke_data"):  # bare: no __init__ runs
+        m = types.ModuleType(pkg)
+        m.__path__ = [str(EVOKE / pkg.replace(".", "/"))]
+        monkeypatch.setitem(sys.modules, pkg, m)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    try:
+        from evoke.utils.ev_validation import load_pose_for_v2v
+    finally:
+        for name in ("evoke.utils.ev_validation", "evoke.dataset.evoke_data.operators"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
+
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1 R1 A+L1 S1 ^1 v1 D1"),
+                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter("evoke").plan(case)
+    native = tmp_path / "native"
+    plan.write(native, seed=11)
+    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
+                        case.image, 11)
+    env = dict(a.split("=", 1) for a in argv[1:argv.index("bash")])
+    assert (env["MODE"], env["CAP_MAX_DEG"], env["CAP_MAX_TRANS"], env["POSE_SMOOTH_WIN"], env["POSE_EXTEND_MODE"]) \
+        == ("i2v", "0", "0", "0", "clamp")
+    [row] = [json.loads(line) for line in (native / "cases.jsonl").read_text().splitlines()]
+    num_frames = 33 * int(env["NUM_CHUNKS"])  # IB:93
+    window_pix, num_secs = 33, max(1, (num_frames + 33 - 1) // 33)  # IS:623-630, ref_seconds 0 in i2v
+    pose_frames = (num_secs * 9 - 1) * 4 + 1
+    Ks, c2ws = load_pose_for_v2v(
+        str(native / row["pose_path"]), target_height=384, target_width=640,
+        source_resolution=tuple(int(x) for x in row["pose_source_resolution"]), pose_type=row["pose_type"],
+        num_target_frames=pose_frames, target_fps=24, source_fps=int(row.get("pose_fps", 24)), start_seconds=0.0,
+        pose_extend_mode=env["POSE_EXTEND_MODE"])
+    assert pose_frames == plan.n_frames == len(plan.arrays["cam_c2w"]) == 36 * int(env["NUM_CHUNKS"]) - 3
+    np.testing.assert_array_equal(c2ws.numpy(), plan.arrays["cam_c2w"].astype(np.float32))
+    np.testing.assert_allclose(Ks.numpy(), plan.intrinsics["native"], rtol=1e-6)
