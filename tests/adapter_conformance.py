@@ -12,7 +12,28 @@ from worldgate.testing import REAL_K, REAL_SIZE, AdapterConformance, worldmark_c
 
 ARENA = Path(__file__).resolve().parents[1] / ".." / "shared" / "worldmark" / "arena_inputs"
 
-__all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout", "lift_functions", "worldmark_case"]
+__all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout", "gated_plan", "lift_functions",
+           "worldmark_case"]
+
+
+def gated_plan(name: str, walk: str, tmp_path, image: str = "/data/img 000.jpg", ckpt=None, extra=None, seed: int = 11,
+               **model_args):
+    """What a gated test hands the model's own code: ``(plan, native, argv)`` for a case walking ``walk`` (the real
+    arena intrinsics and size, prompt "A test scene.") with the native files written to ``tmp_path/native`` and the
+    command line as the runner makes it (paths absolute, ``python`` -> "py", CKPT -> ``ckpt``, OUT ->
+    ``tmp_path/out``, the rollout seed in)."""
+    from worldgate.adapters import get_adapter
+    from worldgate.adapters.repo import command_argv
+    from worldgate.trajectories import Trajectory
+    from worldgate.trajectories.suites import Case
+
+    case = Case(id="gated", suite="t", trajectory=Trajectory.parse(walk), image=image, prompt="A test scene.",
+                intrinsics=REAL_K, image_size=REAL_SIZE)
+    plan = get_adapter(name, **model_args).plan(case)
+    native = Path(tmp_path) / "native"
+    plan.write(native, seed=seed)
+    paths = {"python": "py", "ckpt": ckpt or Path(tmp_path) / "w", "extra": extra or {}}
+    return plan, native, command_argv(plan.files["command.txt"], plan.files, native, paths, image, seed)
 
 
 def lift_functions(path, names, ns: dict, as_class: str | None = None) -> dict:

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
+from adapter_conformance import (REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, lift_functions,
+                                 worldmark_case)
 from worldgate.adapters import UnsupportedMotion, get_adapter
 from worldgate.adapters.dreamx_world import segment_frames_rule
 from worldgate.trajectories import Trajectory, library
@@ -369,22 +370,15 @@ def test_the_checkouts_own_trajectory_builder_reads_the_plans_keys_and_weights(t
     import json
     import sys
 
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("einops")
-    from worldgate.adapters.repo import command_argv
-
     spec = importlib.util.spec_from_file_location("dreamx_trajectory_processor_under_test",
                                                   DREAMX / "utils" / "trajectory_processor.py")
     tp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tp)
     ar = lift_functions(DREAMX / "inference_ar_forcing.py", ("get_relative_pose",), {"np": np})
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1 R1 A1 L1 S1 ^0.5 v0.5 D1"),
-                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("dreamx-world").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    walk = "W1 R1 A1 L1 S1 ^0.5 v0.5 D1"
+    plan, native, argv = gated_plan("dreamx-world", walk, tmp_path)
     L = int(argv[argv.index("--num_output_frames") + 1])
     num_pixel_frames = (L - 1) * 4 + 1  # AR:268
     [item] = json.loads((native / "dreamx_input.json").read_text())
@@ -400,7 +394,7 @@ def test_the_checkouts_own_trajectory_builder_reads_the_plans_keys_and_weights(t
     # each segment turns the model's camera by the commanded yaw or pitch to within half its 1.5-degree step, or by
     # what the plan's caveat for that segment says it reaches instead (its top rate is 24 deg/s at 16 fps; these
     # turns are commanded at 25). Frame j's pose is the commanded one at t = j / 16 s.
-    commanded = case.trajectory.poses(16.0, plan.n_frames)
+    commanded = Trajectory.parse(walk).poses(16.0, plan.n_frames)
 
     def yaw_pitch(c2w):
         return np.degrees([math.atan2(c2w[0, 2], c2w[2, 2]), math.asin(-c2w[1, 2])])

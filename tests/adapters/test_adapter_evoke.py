@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, worldmark_case
 from worldgate.adapters import AdapterError, get_adapter
 from worldgate.adapters.evoke import evoke_crop_resize
-from worldgate.trajectories import Trajectory, library
+from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
 
 
@@ -202,9 +202,8 @@ def test_the_checkouts_own_pose_loader_reads_the_plans_track_and_k(tmp_path, mon
     import sys
     import types
 
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("torchvision")
-    from worldgate.adapters.repo import command_argv
 
     for pkg in ("evoke", "evoke.utils", "evoke.dataset", "evoke.dataset.evoke_data"):  # bare: no __init__ runs
         m = types.ModuleType(pkg)
@@ -217,19 +216,14 @@ def test_the_checkouts_own_pose_loader_reads_the_plans_track_and_k(tmp_path, mon
         for name in ("evoke.utils.ev_validation", "evoke.dataset.evoke_data.operators"):
             monkeypatch.delitem(sys.modules, name, raising=False)
 
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1 R1 A+L1 S1 ^1 v1 D1"),
-                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("evoke").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    plan, native, argv = gated_plan("evoke", "W1 R1 A+L1 S1 ^1 v1 D1", tmp_path)
     env = dict(a.split("=", 1) for a in argv[1:argv.index("bash")])
     assert (env["MODE"], env["CAP_MAX_DEG"], env["CAP_MAX_TRANS"], env["POSE_SMOOTH_WIN"], env["POSE_EXTEND_MODE"]) \
         == ("i2v", "0", "0", "0", "clamp")
     [row] = [json.loads(line) for line in (native / "cases.jsonl").read_text().splitlines()]
     num_frames = 33 * int(env["NUM_CHUNKS"])  # IB:93
-    window_pix, num_secs = 33, max(1, (num_frames + 33 - 1) // 33)  # IS:623-630, ref_seconds 0 in i2v
+    window_pix = (9 - 1) * 4 + 1  # IS:623-630: 9 latents a window, ref_seconds 0 in i2v
+    num_secs = max(1, (num_frames + window_pix - 1) // window_pix)
     pose_frames = (num_secs * 9 - 1) * 4 + 1
     Ks, c2ws = load_pose_for_v2v(
         str(native / row["pose_path"]), target_height=384, target_width=640,

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
+from adapter_conformance import (REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, lift_functions,
+                                 worldmark_case)
 from worldgate.adapters import UnsupportedMotion, get_adapter
 from worldgate.trajectories import library
 from worldgate.trajectories.core import Trajectory
@@ -181,16 +182,10 @@ def test_the_checkouts_own_parser_and_pose_builder_read_the_plans_actions(tmp_pa
     imports the diffusion stack) gives exactly the plan's per-action w2c and the x10 relative c2w its rays use."""
     import sys
 
-    torch = pytest.importorskip("torch")
-    from worldgate.adapters.repo import command_argv
+    pytest.importorskip("torch")
 
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W1.4 R1.4 A1.4 S1.4 L1.4 D1.4 ^1.4 v1.4"),
-                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("hy-gamecraft").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    walk = "W1.4 R1.4 A1.4 S1.4 L1.4 D1.4 ^1.4 v1.4"
+    plan, native, argv = gated_plan("hy-gamecraft", walk, tmp_path)
     entry = argv.index("hymm_sp/sample_batch.py")
     assert argv[:entry] == ["env", f"MODEL_BASE={tmp_path / 'w'}/stdmodels", "PYTHONPATH=.", "py", "-m",
                             "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
@@ -227,7 +222,7 @@ def test_the_checkouts_own_parser_and_pose_builder_read_the_plans_actions(tmp_pa
     # chained from action to action lands on the commanded camera at each segment's end (one action per 1.4 s
     # segment here; t = 1.4 j s is frame 14 j at 10 fps). Moves come before the pitch: a move while pitched goes
     # along the pitched view axis in GameCraft, off the trajectory's horizontal plane (the plan's caveat)
-    commanded = case.trajectory.poses(10.0, 14 * len(keys) + 1)
+    commanded = Trajectory.parse(walk).poses(10.0, 14 * len(keys) + 1)
     pose = np.eye(4)
     for j, (key, speed) in enumerate(zip(keys, speeds)):
         end = si["Camera"]([float(x) for x in si["ActionToPoseFromID"](key, value=speed)[33].split(" ")])

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, worldmark_case
 from worldgate.adapters import get_adapter
-from worldgate.trajectories import Trajectory, library
+from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
 
 
@@ -246,17 +246,10 @@ def test_the_checkouts_own_entry_point_reads_the_plans_poses_intrinsics_and_acti
     derives the plan's action labels, and its latent-count asserts (G:203-208, 701-703) hold; the pipeline is called
     with the plan's size, frames, AR chunks, image, prompt and seed, and save_video writes OUT/gen.mp4 at 24 fps."""
     pytest.importorskip("einops")  # imported by generate.py (save_video)
-    from worldgate.adapters.repo import command_argv
     from worldgate.generate.video import probe_video
 
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"), image="/data/img 000.jpg",
-                prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("hy-worldplay").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    paths = {"python": "py", "ckpt": tmp_path / "w",
-             "extra": {"model_path": tmp_path / "hv15", "ar_action_model_path": tmp_path / "ar"}}
-    argv = command_argv(plan.files["command.txt"], plan.files, native, paths, case.image, 11)
+    plan, native, argv = gated_plan("hy-worldplay", "A+L1 W2 S+^1 v1 D+R1", tmp_path,
+                                    extra={"model_path": tmp_path / "hv15", "ar_action_model_path": tmp_path / "ar"})
     entry = argv.index("hyvideo/generate.py")
     assert argv[:entry] == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
     calls: dict = {}

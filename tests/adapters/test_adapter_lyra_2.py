@@ -5,7 +5,8 @@ import io
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
+from adapter_conformance import (REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, lift_functions,
+                                 worldmark_case)
 from worldgate.adapters import get_adapter
 
 
@@ -108,20 +109,11 @@ def test_the_checkouts_own_parser_and_trajectory_loader_read_the_plan(tmp_path, 
     import sys
 
     torch = pytest.importorskip("torch")
-    from worldgate.adapters.repo import command_argv
-    from worldgate.trajectories import Trajectory
-    from worldgate.trajectories.suites import Case
 
     script = LYRA / "Lyra-2" / "lyra_2" / "_src" / "inference" / "lyra2_custom_traj_inference.py"
     ns = lift_functions(script, ("load_trajectory", "parse_arguments", "_apply_dmd_defaults"),
                         {"np": np, "torch": torch, "argparse": argparse, "log": None})
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"),
-                image="/data/img 000.jpg", prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("lyra-2").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    plan, native, argv = gated_plan("lyra-2", "A+L1 W2 S+^1 v1 D+R1", tmp_path)
     assert argv[:3] == ["py", "-m", "lyra_2._src.inference.lyra2_custom_traj_inference"]
     monkeypatch.setattr(sys, "argv", ["lyra2_custom_traj_inference.py", *argv[3:]])
     args = ns["parse_arguments"]()

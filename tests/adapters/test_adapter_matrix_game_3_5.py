@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
+from adapter_conformance import (REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, lift_functions,
+                                 worldmark_case)
 from worldgate.adapters import get_adapter
-from worldgate.trajectories import Trajectory, library
+from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
 
 
@@ -257,22 +258,15 @@ def test_the_checkouts_own_entry_point_builds_the_plans_scene(tmp_path, monkeypa
 
     from PIL import Image
 
-    from worldgate.adapters.repo import command_argv
-
     co = tmp_path / "mg35"  # it writes its workspace under its own .cache/
     shutil.copytree(MG35, co, ignore=shutil.ignore_patterns(".git", "samples", "assets", "checkpoints", "*.mp4"))
     img = tmp_path / "case image.png"
     Image.new("RGB", REAL_SIZE, (90, 120, 150)).save(img)
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("A+L1 W2 S+^1 v1 D+R1"), image=str(img),
-                prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("matrix-game-3.5").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
     ckpt = tmp_path / "weights"  # the Hub downloads' folders, away from the checkout
     for d in ("Matrix-Game-3.5-Distilled", "Wan2.2-TI2V-5B/google/umt5-xxl", "DA3NESTED-GIANT-LARGE-1.1"):
         (ckpt / d).mkdir(parents=True)
     (ckpt / "Matrix-Game-3.5-Distilled" / "first-person.safetensors").write_bytes(b"weights")
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": ckpt}, case.image, 11)
+    plan, native, argv = gated_plan("matrix-game-3.5", "A+L1 W2 S+^1 v1 D+R1", tmp_path, image=str(img), ckpt=ckpt)
     assert argv[:2] == ["py", "infer_distilled.py"]
 
     monkeypatch.syspath_prepend(str(co))

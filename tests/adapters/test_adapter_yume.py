@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, lift_functions, worldmark_case
+from adapter_conformance import (REAL_K, REAL_SIZE, AdapterConformance, gated_checkout, gated_plan, lift_functions,
+                                 worldmark_case)
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import library
 from worldgate.trajectories.core import Trajectory
@@ -216,8 +217,6 @@ def test_every_caption_line_is_built_from_the_checkouts_own_vocabulary_and_layou
     sample_5b.py reads the file (S5:812-820: one chunk per line), the count is the plan's chunks."""
     import re
 
-    from worldgate.adapters.repo import command_argv
-
     vocab = lift_functions(YUME / "webapp_single_gpu.py", ("vocab1", "vocab2"), {})
     shipped = (YUME / "caption_re.txt").read_text(encoding="utf-8").splitlines()
     speed = re.compile(r"Actual distance moved:\d+ at 100 meters per second\. Angular change rate \(turn speed\):\d+\. "
@@ -227,19 +226,14 @@ def test_every_caption_line_is_built_from_the_checkouts_own_vocabulary_and_layou
 
     img = tmp_path / "img 000.jpg"  # IMAGE_DIR: the runner copies the case image into a folder of its own
     img.write_bytes(b"jpeg")
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse("W2 R2 A+L2 S+^2 v2 D2 L2"),
-                image=str(img), prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter("yume").plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    walk = "W2 R2 A+L2 S+^2 v2 D2 L2"
+    plan, native, argv = gated_plan("yume", walk, tmp_path, image=str(img))
     with open(argv[argv.index("--caption_path") + 1], encoding="utf-8") as file:  # S5:812-816
         lines = [line.rstrip("\n") for line in file]
     move = {"W": "W", "S": "S", "A": "A", "D": "D", None: "None"}
     look = {"R": "→", "L": "←", "^": "↑", "v": "↓", None: "·"}
     wanted = []
-    for seg in case.trajectory.segments:
+    for seg in Trajectory.parse(walk).segments:
         text = seg.to_text()
         m = next((k for k in "WSAD" if k in text), None)
         r = next((k for k in "RL^v" if k in text), None)
