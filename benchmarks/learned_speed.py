@@ -146,13 +146,11 @@ def tests_module(name: str):
 
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name == name:
-            raise MissingHelper(f"no test module {name}.py under {TESTS}: benchmarks/learned_speed.py names a helper "
-                               "module that was moved or renamed; update the name") from None
-        raise Skip(f"a test module of tests/ ({name}.py) does not import here ({reason(e)})") from None
     except CATCH as e:
-        raise Skip(f"a test module of tests/ ({name}.py) does not import here ({reason(e)})") from None
+        if isinstance(e, ModuleNotFoundError) and e.name == name:
+            raise MissingHelper(f"no test module {name}.py under {TESTS}: benchmarks/learned_speed.py names a helper "
+                                "module that was moved or renamed; update the name") from None
+        raise Skip(f"tests/**/{name}.py does not import here ({reason(e)})") from None
 
 
 @dataclass

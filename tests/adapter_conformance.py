@@ -16,10 +16,10 @@ __all__ = ["ARENA", "REAL_K", "REAL_SIZE", "AdapterConformance", "gated_checkout
            "worldmark_case"]
 
 
-def gated_plan(name: str, walk: str, tmp_path, image: str = "/data/img 000.jpg", ckpt=None, extra=None, seed: int = 11,
+def gated_plan(name: str, walk, tmp_path, image: str = "/data/img 000.jpg", ckpt=None, extra=None, seed: int = 11,
                **model_args):
-    """What a gated test hands the model's own code: ``(plan, native, argv)`` for a case walking ``walk`` (the real
-    arena intrinsics and size, prompt "A test scene.") with the native files written to ``tmp_path/native`` and the
+    """What a gated test hands the model's own code: ``(plan, native, argv)`` for a case walking ``walk`` (a
+    Trajectory, or its text; the real arena intrinsics and size, prompt "A test scene.") with the native files written to ``tmp_path/native`` and the
     command line as the runner makes it (paths absolute, ``python`` -> "py", CKPT -> ``ckpt``, OUT ->
     ``tmp_path/out``, the rollout seed in)."""
     from worldgate.adapters import get_adapter
@@ -27,7 +27,8 @@ def gated_plan(name: str, walk: str, tmp_path, image: str = "/data/img 000.jpg",
     from worldgate.trajectories import Trajectory
     from worldgate.trajectories.suites import Case
 
-    case = Case(id="gated", suite="t", trajectory=Trajectory.parse(walk), image=image, prompt="A test scene.",
+    traj = Trajectory.parse(walk) if isinstance(walk, str) else walk
+    case = Case(id="gated", suite="t", trajectory=traj, image=image, prompt="A test scene.",
                 intrinsics=REAL_K, image_size=REAL_SIZE)
     plan = get_adapter(name, **model_args).plan(case)
     native = Path(tmp_path) / "native"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adapter_conformance import gated_checkout as _checkout
-from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, worldmark_case
+from adapter_conformance import REAL_K, REAL_SIZE, AdapterConformance, gated_plan, worldmark_case
 from worldgate.adapters import get_adapter
 from worldgate.trajectories import library
 from worldgate.trajectories.suites import Case
@@ -249,16 +249,9 @@ def own_generate(root, argv, monkeypatch):
 
 
 def plan_argv(name, n, tmp_path):
-    """The plan's command for gpus=n with its paths made absolute, and the plan: (script argv, plan, native)."""
-    from worldgate.adapters.repo import command_argv
-
-    case = Case(id="gated", suite="t", trajectory=library.worldmark(11), image="/data/img 000.jpg",
-                prompt="A test scene.", intrinsics=REAL_K, image_size=REAL_SIZE)
-    plan = get_adapter(name, gpus=n).plan(case)
-    native = tmp_path / "native"
-    plan.write(native, seed=11)
-    argv = command_argv(plan.files["command.txt"], plan.files, native, {"python": "py", "ckpt": tmp_path / "w"},
-                        case.image, 11)
+    """The plan's command for gpus=n with its paths made absolute, and the plan: (launcher argv, script argv, plan,
+    native)."""
+    plan, native, argv = gated_plan(name, library.worldmark(11), tmp_path, gpus=n)
     launcher = argv.index("generate.py")
     return argv[:launcher], argv[launcher:], plan, native
 
